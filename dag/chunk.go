@@ -1,0 +1,173 @@
+package dag
+
+import "fmt"
+
+// ChunkNode is one chunk of one tileable: an op run on a block of the
+// array. Its inputs, shape and grid index live in the graph's flat slices;
+// read them with the ChunkGraph accessors.
+type ChunkNode struct {
+	Op       OpID
+	Tileable int32 // the tileable node this chunk belongs to
+	Args     int32 // index into ChunkGraph.Args
+	in0      uint32
+	nin      uint32
+	dim0     uint32
+	ndim     uint8
+	DType    DType
+}
+
+// ChunkGraph is the tileable graph tiled into chunks. Nodes are added in a
+// topological order (inputs first) and never removed, so node indexes are
+// stable IDs. The graph keeps everything in a few flat slices: a graph of
+// 200,000 chunks is a handful of allocations.
+type ChunkGraph struct {
+	Nodes []ChunkNode
+	// Args are the op args of the nodes, interned: every chunk of a tileable
+	// usually shares one entry.
+	Args [][]byte
+
+	inputs []int32
+	shapes []int64
+	index  []int32
+}
+
+// NewChunkGraph returns an empty chunk graph with room for about n nodes.
+func NewChunkGraph(n int) *ChunkGraph {
+	return &ChunkGraph{
+		Nodes:  make([]ChunkNode, 0, n),
+		inputs: make([]int32, 0, 2*n),
+		shapes: make([]int64, 0, n),
+		index:  make([]int32, 0, n),
+	}
+}
+
+// AddArgs interns args and returns their index for AddNode.
+func (g *ChunkGraph) AddArgs(args []byte) int32 {
+	g.Args = append(g.Args, args)
+	return int32(len(g.Args) - 1)
+}
+
+// AddNode appends a chunk and returns its index. inputs must be existing
+// nodes; index and shape must have the same length (the tileable's ndim).
+func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []int32, index []int32, shape []int64) (int32, error) {
+	if len(index) != len(shape) {
+		return -1, fmt.Errorf("chunk of tileable %d: index has %d dimensions, shape has %d", tileable, len(index), len(shape))
+	}
+	if len(shape) > 255 {
+		return -1, fmt.Errorf("chunk of tileable %d: %d dimensions is more than 255", tileable, len(shape))
+	}
+	id := int32(len(g.Nodes))
+	for _, in := range inputs {
+		if in < 0 || in >= id {
+			return -1, fmt.Errorf("chunk of tileable %d: input %d is not an earlier chunk", tileable, in)
+		}
+	}
+	g.Nodes = append(g.Nodes, ChunkNode{
+		Op:       op,
+		Tileable: tileable,
+		Args:     args,
+		in0:      uint32(len(g.inputs)),
+		nin:      uint32(len(inputs)),
+		dim0:     uint32(len(g.shapes)),
+		ndim:     uint8(len(shape)),
+		DType:    dt,
+	})
+	g.inputs = append(g.inputs, inputs...)
+	g.shapes = append(g.shapes, shape...)
+	g.index = append(g.index, index...)
+	return id, nil
+}
+
+// Len returns the number of chunks.
+func (g *ChunkGraph) Len() int { return len(g.Nodes) }
+
+// Inputs returns chunk c's inputs. The slice aliases the graph: do not modify.
+func (g *ChunkGraph) Inputs(c int32) []int32 {
+	n := &g.Nodes[c]
+	return g.inputs[n.in0 : n.in0+n.nin : n.in0+n.nin]
+}
+
+// Shape returns chunk c's shape. The slice aliases the graph: do not modify.
+func (g *ChunkGraph) Shape(c int32) []int64 {
+	n := &g.Nodes[c]
+	return g.shapes[n.dim0 : n.dim0+uint32(n.ndim) : n.dim0+uint32(n.ndim)]
+}
+
+// Index returns chunk c's position in its tileable's grid. The slice aliases
+// the graph: do not modify.
+func (g *ChunkGraph) Index(c int32) []int32 {
+	n := &g.Nodes[c]
+	return g.index[n.dim0 : n.dim0+uint32(n.ndim) : n.dim0+uint32(n.ndim)]
+}
+
+// NodeArgs returns chunk c's op args.
+func (g *ChunkGraph) NodeArgs(c int32) []byte { return g.Args[g.Nodes[c].Args] }
+
+// Meta returns chunk c's output description.
+func (g *ChunkGraph) Meta(c int32) Meta { return Meta{DType: g.Nodes[c].DType, Shape: g.Shape(c)} }
+
+// Users returns, for every chunk, the chunks that read it, as a CSR table.
+func (g *ChunkGraph) Users() CSR {
+	return InvertCSR(len(g.Nodes), func(i int) []int32 { return g.Inputs(int32(i)) })
+}
+
+// Validate checks that every input is an earlier node, which makes the graph
+// acyclic. Graphs built with AddNode always pass; Validate is for graphs
+// that arrived from elsewhere.
+func (g *ChunkGraph) Validate() error {
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		if uint64(n.in0)+uint64(n.nin) > uint64(len(g.inputs)) ||
+			uint64(n.dim0)+uint64(n.ndim) > uint64(len(g.shapes)) ||
+			int(n.Args) >= len(g.Args) || n.Args < 0 {
+			return fmt.Errorf("chunk %d: references outside the graph's tables", i)
+		}
+		for _, in := range g.Inputs(int32(i)) {
+			if in < 0 || int(in) >= i {
+				return fmt.Errorf("chunk %d: input %d is not an earlier chunk (a cycle or a forward edge)", i, in)
+			}
+		}
+	}
+	return nil
+}
+
+// CSR is a compressed sparse row table: row i is Dst[Off[i]:Off[i+1]].
+type CSR struct {
+	Off []int32
+	Dst []int32
+}
+
+// Row returns row i. The slice aliases the table: do not modify.
+func (c CSR) Row(i int32) []int32 { return c.Dst[c.Off[i]:c.Off[i+1]:c.Off[i+1]] }
+
+// Rows returns the number of rows.
+func (c CSR) Rows() int {
+	if len(c.Off) == 0 {
+		return 0
+	}
+	return len(c.Off) - 1
+}
+
+// InvertCSR builds, for n nodes whose edges point at row(i), the reverse
+// table: for each node, the nodes whose rows contain it, in ascending order.
+func InvertCSR(n int, row func(i int) []int32) CSR {
+	off := make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		for _, d := range row(i) {
+			off[d+1]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		off[i+1] += off[i]
+	}
+	dst := make([]int32, off[n])
+	fill := make([]int32, n)
+	copy(fill, off[:n])
+	for i := 0; i < n; i++ {
+		for _, d := range row(i) {
+			dst[fill[d]] = int32(i)
+			fill[d]++
+		}
+	}
+	return CSR{Off: off, Dst: dst}
+}

@@ -1,0 +1,10 @@
+// Package dag is the vocabulary every other phobos package shares: the
+// 12-byte subtask IDs of Mars MEP 0002 and the object IDs built on them, op IDs
+// and the op registry, the three graph types (tileable, chunk, subtask) stored
+// in dense slices, data types and object metadata, and the error kinds that
+// survive a trip over the wire.
+//
+// dag does no I/O and starts no goroutines. It does not tile, fuse or schedule
+// (that is package lowering and runtime/head); it only defines what those
+// passes read and write.
+package dag

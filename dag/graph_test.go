@@ -1,0 +1,122 @@
+package dag
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestTileableValidate(t *testing.T) {
+	ok := &TileableGraph{
+		Nodes: []TileableNode{
+			{Op: 1, Shape: []int64{10}, ChunkSize: []int64{3}},
+			{Op: 1, Shape: []int64{10}, ChunkSize: []int64{3}},
+			{Op: 2, Inputs: []int32{0, 1}, Shape: []int64{10}},
+		},
+		Outputs: []int32{2},
+	}
+	order, err := ok.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != 3 || order[2] != 2 {
+		t.Fatalf("order = %v", order)
+	}
+	bad := []struct {
+		name string
+		g    TileableGraph
+		want string
+	}{
+		{"empty", TileableGraph{}, "empty"},
+		{"no outputs", TileableGraph{Nodes: []TileableNode{{}}}, "no outputs"},
+		{"output range", TileableGraph{Nodes: []TileableNode{{}}, Outputs: []int32{4}}, "output 4"},
+		{"input range", TileableGraph{Nodes: []TileableNode{{Inputs: []int32{7}}}, Outputs: []int32{0}}, "input 7"},
+		{"cycle", TileableGraph{Nodes: []TileableNode{{Inputs: []int32{2}}, {Inputs: []int32{0}}, {Inputs: []int32{1}}}, Outputs: []int32{2}}, "cycle"},
+		{"self loop", TileableGraph{Nodes: []TileableNode{{}, {Inputs: []int32{1}, Label: "x"}}, Outputs: []int32{1}}, `node 1 "x"`},
+		{"chunk 0", TileableGraph{Nodes: []TileableNode{{Shape: []int64{10}, ChunkSize: []int64{0}}}, Outputs: []int32{0}}, "chunk size 0"},
+		{"chunk dims", TileableGraph{Nodes: []TileableNode{{Shape: []int64{10, 2}, ChunkSize: []int64{3}}}, Outputs: []int32{0}}, "1 chunk sizes"},
+		{"negative", TileableGraph{Nodes: []TileableNode{{Shape: []int64{-1}}}, Outputs: []int32{0}}, "negative"},
+	}
+	for _, c := range bad {
+		_, err := c.g.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: err = %v, want invalid argument mentioning %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestChunkGraph(t *testing.T) {
+	g := NewChunkGraph(4)
+	a := g.AddArgs([]byte{1})
+	c0, _ := g.AddNode(1, 0, a, Float64, nil, []int32{0}, []int64{3})
+	c1, _ := g.AddNode(1, 0, a, Float64, nil, []int32{1}, []int64{3})
+	c2, err := g.AddNode(2, 1, a, Float64, []int32{c0, c1}, []int32{0}, []int64{3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Inputs(c2); len(got) != 2 || got[0] != c0 || got[1] != c1 {
+		t.Fatalf("inputs = %v", got)
+	}
+	if g.Shape(c1)[0] != 3 || g.Index(c1)[0] != 1 {
+		t.Fatalf("shape %v index %v", g.Shape(c1), g.Index(c1))
+	}
+	if _, err := g.AddNode(2, 1, a, Float64, []int32{5}, nil, nil); err == nil {
+		t.Fatal("forward edge accepted")
+	}
+	if _, err := g.AddNode(2, 1, a, Float64, nil, []int32{0}, nil); err == nil {
+		t.Fatal("index/shape mismatch accepted")
+	}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g.inputs[0] = 2 // corrupt: chunk 2 reads itself
+	if err := g.Validate(); err == nil {
+		t.Fatal("cycle not detected")
+	}
+	users := g.Users()
+	if got := users.Row(c0); len(got) != 0 {
+		t.Fatalf("users of c0 after corruption = %v", got)
+	}
+}
+
+func TestSubtaskGraphLink(t *testing.T) {
+	g := NewChunkGraph(4)
+	a := g.AddArgs(nil)
+	r0, _ := g.AddNode(1, 0, a, Float64, nil, []int32{0}, []int64{3})
+	r1, _ := g.AddNode(1, 1, a, Float64, nil, []int32{0}, []int64{3})
+	add, _ := g.AddNode(2, 2, a, Float64, []int32{r0, r1}, []int32{0}, []int64{3})
+	sum, _ := g.AddNode(3, 3, a, Float64, []int32{add}, nil, nil)
+	sg := NewSubtaskGraph(g, 3)
+	sg.Task, sg.Stage, sg.Base = 5, 1, 10
+	sg.AddSubtask([]int32{r0}, []int32{r0})
+	sg.AddSubtask([]int32{r1}, []int32{r1})
+	sg.AddSubtask([]int32{add, sum}, []int32{sum})
+	if err := sg.Link(); err != nil {
+		t.Fatal(err)
+	}
+	if p := sg.Preds.Row(2); len(p) != 2 || p[0] != 0 || p[1] != 1 {
+		t.Fatalf("preds of fused subtask = %v", p)
+	}
+	if s := sg.Succs.Row(0); len(s) != 1 || s[0] != 2 {
+		t.Fatalf("succs of rand = %v", s)
+	}
+	if o, ok := sg.ObjectOf(sum); !ok || o.Subtask() != sg.ID(2) || o.Output() != 0 || o.Subtask().Index() != 12 {
+		t.Fatalf("object of sum = %s, %v", o, ok)
+	}
+	if _, ok := sg.ObjectOf(add); ok {
+		t.Fatal("fused intermediate has an object")
+	}
+
+	bad := NewSubtaskGraph(g, 2)
+	bad.AddSubtask([]int32{r0, r1}, []int32{r0})
+	bad.AddSubtask([]int32{add, sum}, []int32{sum})
+	if err := bad.Link(); err == nil || !strings.Contains(err.Error(), "does not export") {
+		t.Fatalf("unexported read: %v", err)
+	}
+	cyc := NewSubtaskGraph(g, 2)
+	cyc.AddSubtask([]int32{r0, sum}, []int32{r0})
+	cyc.AddSubtask([]int32{r1, add}, []int32{r1, add})
+	if err := cyc.Link(); err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("cyclic grouping: %v", err)
+	}
+}

@@ -1,0 +1,177 @@
+package dag
+
+import "fmt"
+
+// Priority orders READY subtasks (the seeds' operand selection policy):
+// deeper first; then those demanded by deeper subtasks; then fewer
+// successors. The last tie-break, newest enqueued first, is the scheduler's.
+type Priority struct {
+	Depth       int32 // longest path from a source subtask
+	DemandDepth int32 // the deepest successor that waits on this subtask
+	Succs       int32 // number of successor subtasks
+}
+
+// Before reports whether p runs before q.
+func (p Priority) Before(q Priority) bool {
+	if p.Depth != q.Depth {
+		return p.Depth > q.Depth
+	}
+	if p.DemandDepth != q.DemandDepth {
+		return p.DemandDepth > q.DemandDepth
+	}
+	return p.Succs < q.Succs
+}
+
+// Subtask is one node of a subtask graph: a group of fused chunks that runs
+// as one unit on one raylet. Its chunks, exported outputs, predecessors and
+// successors live in the graph's tables; read them with the accessors.
+type Subtask struct {
+	Priority Priority
+	// Raylet is the index of the raylet initial assignment chose, or -1 for
+	// subtasks placed at run time.
+	Raylet int32
+
+	c0, nc uint32 // chunks, in execution order
+	o0, no uint32 // exported chunks (outputs), in output-index order
+}
+
+// SubtaskGraph is one stage of a job lowered into subtasks. Subtask i has
+// the ID PackSubtaskID(Task, Stage, Base+i). Inputs a subtask needs from
+// other subtasks are its predecessors' outputs ("fetch edges").
+type SubtaskGraph struct {
+	Task   TaskID
+	Stage  StageID
+	Base   uint64 // the first subtask index of the stage's committed range
+	Chunks *ChunkGraph
+
+	Subtasks []Subtask
+	Preds    CSR // subtask → subtasks whose outputs it reads
+	Succs    CSR // subtask → subtasks that read its outputs
+
+	// Owner maps each chunk node to the subtask that computes it (-1 for
+	// chunks of earlier stages). OutIndex maps each chunk node to its output
+	// index in its owner (-1 when it does not leave the subtask).
+	Owner    []int32
+	OutIndex []int32
+
+	chunks  []int32
+	outputs []int32
+}
+
+// NewSubtaskGraph returns an empty graph over chunks with room for n subtasks.
+func NewSubtaskGraph(chunks *ChunkGraph, n int) *SubtaskGraph {
+	return &SubtaskGraph{
+		Chunks:   chunks,
+		Subtasks: make([]Subtask, 0, n),
+		chunks:   make([]int32, 0, chunks.Len()),
+	}
+}
+
+// AddSubtask appends a subtask made of the given chunks (in execution
+// order) exporting outputs, and returns its index.
+func (g *SubtaskGraph) AddSubtask(chunks, outputs []int32) int32 {
+	g.Subtasks = append(g.Subtasks, Subtask{
+		Raylet: -1,
+		c0:     uint32(len(g.chunks)), nc: uint32(len(chunks)),
+		o0: uint32(len(g.outputs)), no: uint32(len(outputs)),
+	})
+	g.chunks = append(g.chunks, chunks...)
+	g.outputs = append(g.outputs, outputs...)
+	return int32(len(g.Subtasks) - 1)
+}
+
+// Len returns the number of subtasks.
+func (g *SubtaskGraph) Len() int { return len(g.Subtasks) }
+
+// ID returns subtask i's 12-byte ID.
+func (g *SubtaskGraph) ID(i int32) SubtaskID { return PackSubtaskID(g.Task, g.Stage, g.Base+uint64(i)) }
+
+// ChunksOf returns subtask i's chunks in execution order (aliases the graph).
+func (g *SubtaskGraph) ChunksOf(i int32) []int32 {
+	s := &g.Subtasks[i]
+	return g.chunks[s.c0 : s.c0+s.nc : s.c0+s.nc]
+}
+
+// OutputsOf returns the chunks subtask i exports, by output index (aliases
+// the graph).
+func (g *SubtaskGraph) OutputsOf(i int32) []int32 {
+	s := &g.Subtasks[i]
+	return g.outputs[s.o0 : s.o0+s.no : s.o0+s.no]
+}
+
+// ObjectOf returns the object ID under which chunk c is stored, or false if
+// c never leaves its subtask.
+func (g *SubtaskGraph) ObjectOf(c int32) (ObjectID, bool) {
+	if int(c) >= len(g.Owner) || g.Owner[c] < 0 || g.OutIndex[c] < 0 {
+		return ObjectID{}, false
+	}
+	return NewObjectID(g.ID(g.Owner[c]), uint32(g.OutIndex[c])), true
+}
+
+// Link fills Owner, OutIndex, Preds and Succs from the subtasks' chunks and
+// outputs. It fails if a chunk belongs to two subtasks, if a subtask reads a
+// chunk of another subtask that is not exported, or if the subtasks form a
+// cycle.
+func (g *SubtaskGraph) Link() error {
+	n := g.Chunks.Len()
+	g.Owner = make([]int32, n)
+	g.OutIndex = make([]int32, n)
+	for i := range g.Owner {
+		g.Owner[i] = -1
+		g.OutIndex[i] = -1
+	}
+	for s := range g.Subtasks {
+		for _, c := range g.ChunksOf(int32(s)) {
+			if g.Owner[c] >= 0 {
+				return fmt.Errorf("chunk %d is in subtasks %d and %d", c, g.Owner[c], s)
+			}
+			g.Owner[c] = int32(s)
+		}
+		for k, c := range g.OutputsOf(int32(s)) {
+			if g.Owner[c] != int32(s) {
+				return fmt.Errorf("subtask %d exports chunk %d that it does not compute", s, c)
+			}
+			g.OutIndex[c] = int32(k)
+		}
+	}
+	off := make([]int32, 1, len(g.Subtasks)+1)
+	var dst []int32
+	for s := range g.Subtasks {
+		start := len(dst)
+		for _, c := range g.ChunksOf(int32(s)) {
+			for _, in := range g.Chunks.Inputs(c) {
+				p := g.Owner[in]
+				if p < 0 || p == int32(s) {
+					continue
+				}
+				if g.OutIndex[in] < 0 {
+					return fmt.Errorf("subtask %d reads chunk %d of subtask %d, which does not export it", s, in, p)
+				}
+				dup := false
+				for _, q := range dst[start:] {
+					if q == p {
+						dup = true
+						break
+					}
+				}
+				if !dup {
+					dst = append(dst, p)
+				}
+			}
+		}
+		off = append(off, int32(len(dst)))
+	}
+	g.Preds = CSR{Off: off, Dst: dst}
+	g.Succs = InvertCSR(len(g.Subtasks), func(i int) []int32 { return g.Preds.Row(int32(i)) })
+	if _, cyc := topoOrder(len(g.Subtasks), func(i int) []int32 { return g.Preds.Row(int32(i)) }); cyc >= 0 {
+		return fmt.Errorf("subtask graph has a cycle through subtask %d", cyc)
+	}
+	return nil
+}
+
+// Topo returns the subtasks in an order where every subtask follows its
+// predecessors. Link must have succeeded.
+func (g *SubtaskGraph) Topo() []int32 {
+	order, _ := topoOrder(len(g.Subtasks), func(i int) []int32 { return g.Preds.Row(int32(i)) })
+	return order
+}

@@ -1,0 +1,82 @@
+package dag
+
+import "fmt"
+
+// Grid is a tileable's chunks: the chunk sizes along each dimension
+// (NSplits, as in Mars) and the chunk nodes in row-major order over the grid.
+type Grid struct {
+	NSplits [][]int64
+	Chunks  []int32
+}
+
+// Dims returns the number of chunks along each dimension.
+func (g *Grid) Dims() []int {
+	d := make([]int, len(g.NSplits))
+	for i, s := range g.NSplits {
+		d[i] = len(s)
+	}
+	return d
+}
+
+// At returns the chunk at grid position idx.
+func (g *Grid) At(idx ...int) int32 {
+	lin := 0
+	for d, i := range idx {
+		lin = lin*len(g.NSplits[d]) + i
+	}
+	return g.Chunks[lin]
+}
+
+// TileContext is what lowering hands an op's Tile method: the node being
+// tiled, its inputs' grids, and the chunk graph to add to.
+type TileContext struct {
+	Graph  *TileableGraph
+	Node   int32
+	Inputs []*Grid // one per input of Node, in order
+	Chunks *ChunkGraph
+
+	out  *Grid
+	args int32 // interned node args, or -1
+}
+
+// NewTileContext prepares the tiling of node in g; lowering calls it.
+func NewTileContext(g *TileableGraph, node int32, inputs []*Grid, chunks *ChunkGraph) *TileContext {
+	return &TileContext{Graph: g, Node: node, Inputs: inputs, Chunks: chunks, args: -1}
+}
+
+// Tileable returns the node being tiled.
+func (tc *TileContext) Tileable() *TileableNode { return &tc.Graph.Nodes[tc.Node] }
+
+// Input returns the tileable node of input i.
+func (tc *TileContext) Input(i int) *TileableNode {
+	return &tc.Graph.Nodes[tc.Graph.Nodes[tc.Node].Inputs[i]]
+}
+
+// NodeArgs returns the interned args of the tileable node, for chunks that
+// share them.
+func (tc *TileContext) NodeArgs() int32 {
+	if tc.args < 0 {
+		tc.args = tc.Chunks.AddArgs(tc.Tileable().Args)
+	}
+	return tc.args
+}
+
+// AddChunk adds a chunk of this tileable.
+func (tc *TileContext) AddChunk(op OpID, args int32, dt DType, inputs []int32, index []int32, shape []int64) (int32, error) {
+	c, err := tc.Chunks.AddNode(op, tc.Node, args, dt, inputs, index, shape)
+	if err != nil {
+		return -1, tc.Errorf("%v", err)
+	}
+	return c, nil
+}
+
+// SetGrid declares the tileable's chunks. Every Tile must call it once.
+func (tc *TileContext) SetGrid(g *Grid) { tc.out = g }
+
+// Grid returns what SetGrid declared, or nil.
+func (tc *TileContext) Grid() *Grid { return tc.out }
+
+// Errorf returns an invalid-argument error that names the node being tiled.
+func (tc *TileContext) Errorf(format string, args ...any) error {
+	return Errorf(KindInvalidArgument, "%s: %s", tc.Graph.Describe(tc.Node), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,137 @@
+package dag
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/phobos-project/phobos/internal/codec"
+)
+
+// DType is the element type of a chunk.
+type DType uint8
+
+const (
+	DTypeInvalid DType = 0
+	Float64      DType = 1
+	Int64        DType = 2
+	Bool         DType = 3
+	Bytes        DType = 4 // opaque bytes, e.g. CBOR values of Go functions
+)
+
+// Size returns the bytes per element, or 1 for Bytes.
+func (d DType) Size() int {
+	switch d {
+	case Float64, Int64:
+		return 8
+	case Bool, Bytes:
+		return 1
+	}
+	return 0
+}
+
+func (d DType) String() string {
+	switch d {
+	case Float64:
+		return "float64"
+	case Int64:
+		return "int64"
+	case Bool:
+		return "bool"
+	case Bytes:
+		return "bytes"
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// ParseDType is the inverse of String.
+func ParseDType(s string) (DType, error) {
+	for d := Float64; d <= Bytes; d++ {
+		if d.String() == s {
+			return d, nil
+		}
+	}
+	return DTypeInvalid, fmt.Errorf("dtype %q: want one of float64, int64, bool, bytes", s)
+}
+
+// Meta describes the bytes of an object: its dtype and shape. It is stored
+// next to the object and travels with it.
+type Meta struct {
+	DType DType   `cbor:"1,keyasint"`
+	Shape []int64 `cbor:"2,keyasint,omitempty"`
+}
+
+// Elements returns the product of the shape (1 for a scalar).
+func (m Meta) Elements() int64 {
+	n := int64(1)
+	for _, d := range m.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Bytes returns the size in bytes of a fixed-width value of this meta.
+func (m Meta) Bytes() int64 { return m.Elements() * int64(m.DType.Size()) }
+
+// EncodeMeta returns m's CBOR form.
+func EncodeMeta(m Meta) []byte {
+	b, err := codec.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("encode meta: %v", err)) // only ints and slices: cannot fail
+	}
+	return b
+}
+
+// DecodeMeta parses what EncodeMeta wrote.
+func DecodeMeta(b []byte) (Meta, error) {
+	var m Meta
+	if err := codec.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("decode object meta: %w", err)
+	}
+	return m, nil
+}
+
+// Value is one chunk's bytes with their description.
+type Value struct {
+	Meta Meta
+	Data []byte
+}
+
+// Float64s views v's bytes as float64s without copying. Data must be
+// 8-byte aligned, which the object store and scratch memory guarantee.
+func (v Value) Float64s() []float64 { return BytesAsFloat64s(v.Data) }
+
+// Int64s views v's bytes as int64s without copying.
+func (v Value) Int64s() []int64 { return BytesAsInt64s(v.Data) }
+
+// BytesAsFloat64s reinterprets b (8-byte aligned, length a multiple of 8).
+func BytesAsFloat64s(b []byte) []float64 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
+// BytesAsInt64s reinterprets b (8-byte aligned, length a multiple of 8).
+func BytesAsInt64s(b []byte) []int64 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
+// Float64sAsBytes reinterprets f as its bytes (little-endian on every
+// platform phobos supports).
+func Float64sAsBytes(f []float64) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), len(f)*8)
+}
+
+// Int64sAsBytes reinterprets i as its bytes.
+func Int64sAsBytes(i []int64) []byte {
+	if len(i) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&i[0])), len(i)*8)
+}

@@ -1,0 +1,70 @@
+// Package codec holds the one CBOR encoding and decoding configuration that every
+// phobos process uses for bytes that cross a process boundary or are hashed.
+//
+// Encoding is Core Deterministic (RFC 8949 §4.2.1): map keys sorted, shortest
+// forms, so equal values always give equal bytes. That is what lets a new head
+// leader lower a job again and get byte-identical subtask graphs.
+//
+// Decoding is bounded: array and map sizes, nesting depth and byte-string lengths
+// are capped, and duplicate map keys are an error, so a malformed or hostile
+// message costs a bounded amount of memory and returns an error instead of
+// panicking or exhausting the process.
+package codec
+
+import (
+	"fmt"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Limits applied to every decode. They are generous for real graphs (a
+// 200,000-subtask job's tileable graph is tiny; the big arrays are the flat
+// chunk-graph slices, which never cross the wire whole).
+const (
+	MaxArrayElements = 1 << 24
+	MaxMapPairs      = 1 << 20
+	MaxNestedLevels  = 32
+)
+
+var (
+	enc cbor.EncMode
+	dec cbor.DecMode
+)
+
+func init() {
+	var err error
+	eo := cbor.CoreDetEncOptions()
+	eo.Time = cbor.TimeUnixMicro
+	enc, err = eo.EncMode()
+	if err != nil {
+		panic(fmt.Sprintf("codec: building CBOR encoder: %v", err))
+	}
+	dec, err = cbor.DecOptions{
+		MaxArrayElements: MaxArrayElements,
+		MaxMapPairs:      MaxMapPairs,
+		MaxNestedLevels:  MaxNestedLevels,
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		IndefLength:      cbor.IndefLengthForbidden,
+		TagsMd:           cbor.TagsForbidden,
+	}.DecMode()
+	if err != nil {
+		panic(fmt.Sprintf("codec: building CBOR decoder: %v", err))
+	}
+}
+
+// Marshal encodes v deterministically.
+func Marshal(v any) ([]byte, error) { return enc.Marshal(v) }
+
+// Unmarshal decodes data into v under the decode limits. Unknown struct fields
+// are ignored so that messages can grow new (keyasint) fields; incompatible
+// changes bump the protocol version checked at the handshake instead.
+func Unmarshal(data []byte, v any) error { return dec.Unmarshal(data, v) }
+
+// EncMode returns the shared encoder, for callers that stream (NewEncoder).
+func EncMode() cbor.EncMode { return enc }
+
+// DecMode returns the shared decoder.
+func DecMode() cbor.DecMode { return dec }
+
+// RawMessage is an already-encoded CBOR value carried inside another message.
+type RawMessage = cbor.RawMessage
