@@ -120,3 +120,15 @@ func TestSubtaskGraphLink(t *testing.T) {
 		t.Fatalf("cyclic grouping: %v", err)
 	}
 }
+
+func TestValidateManyInputs(t *testing.T) {
+	// More edges than nodes, including repeated inputs (x+x).
+	g := &TileableGraph{
+		Nodes:   []TileableNode{{}, {Inputs: []int32{0, 0, 0}}, {Inputs: []int32{0, 1, 1, 0}}},
+		Outputs: []int32{2},
+	}
+	order, err := g.Validate()
+	if err != nil || len(order) != 3 || order[0] != 0 || order[2] != 2 {
+		t.Fatalf("order %v, err %v", order, err)
+	}
+}

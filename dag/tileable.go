@@ -89,7 +89,6 @@ func (g *TileableGraph) Validate() ([]int32, error) {
 // cycle instead.
 func topoOrder(n int, inputs func(i int) []int32) ([]int32, int32) {
 	indeg := make([]int32, n)
-	users := make([]int32, 0, n)
 	off := make([]int32, n+1)
 	for i := 0; i < n; i++ {
 		indeg[i] = int32(len(inputs(i)))
@@ -100,7 +99,7 @@ func topoOrder(n int, inputs func(i int) []int32) ([]int32, int32) {
 	for i := 0; i < n; i++ {
 		off[i+1] += off[i]
 	}
-	users = users[:off[n]]
+	users := make([]int32, off[n])
 	fill := append([]int32(nil), off[:n]...)
 	for i := 0; i < n; i++ {
 		for _, in := range inputs(i) {

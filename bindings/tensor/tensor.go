@@ -1,0 +1,191 @@
+package tensor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/codec"
+)
+
+// Tensor is an n-dimensional array of float64 described by the ops that
+// make it. Tensors are immutable and safe to share between goroutines.
+type Tensor struct {
+	op     dag.OpID
+	args   []byte
+	inputs []*Tensor
+	shape  []int64
+	dtype  dag.DType
+	chunks []int64
+	label  string
+	err    error
+}
+
+// Shape returns the tensor's shape (do not modify).
+func (t *Tensor) Shape() []int64 { return t.shape }
+
+// DType returns the element type.
+func (t *Tensor) DType() dag.DType { return t.dtype }
+
+// Err returns the first error made while building t or its inputs.
+func (t *Tensor) Err() error {
+	if t == nil {
+		return errors.New("tensor is nil: build it with a constructor such as tensor.Rand")
+	}
+	return t.err
+}
+
+// Size returns the number of elements.
+func (t *Tensor) Size() int64 {
+	n := int64(1)
+	for _, d := range t.shape {
+		n *= d
+	}
+	return n
+}
+
+// Label names t in error messages and plans.
+func (t *Tensor) Label(name string) *Tensor {
+	c := *t
+	c.label = name
+	return &c
+}
+
+// Option configures a tensor constructor.
+type Option func(*options)
+
+type options struct {
+	chunks []int64
+	seed   *uint64
+	label  string
+}
+
+// Chunks sets the chunk size: one value for every dimension, or one per
+// dimension. A dimension of size n in chunks of c splits into c,…,c,n mod c.
+func Chunks(sizes ...int64) Option { return func(o *options) { o.chunks = sizes } }
+
+// Seed fixes a random tensor's seed. Each chunk's values are derived from
+// the seed and the chunk's grid index, so they never depend on placement.
+func Seed(s uint64) Option { return func(o *options) { o.seed = &s } }
+
+// Named labels the tensor (see Label).
+func Named(name string) Option { return func(o *options) { o.label = name } }
+
+func buildOptions(shape []int64, opts []Option) (options, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	switch {
+	case len(o.chunks) == 0:
+		o.chunks = append([]int64(nil), shape...) // one chunk
+		for i, d := range o.chunks {
+			if d == 0 {
+				o.chunks[i] = 1
+			}
+		}
+	case len(o.chunks) == 1 && len(shape) > 1:
+		c := o.chunks[0]
+		o.chunks = make([]int64, len(shape))
+		for i := range o.chunks {
+			o.chunks[i] = c
+		}
+	case len(o.chunks) != len(shape):
+		return o, fmt.Errorf("%d chunk sizes for a %d-dimensional shape: give one, or one per dimension", len(o.chunks), len(shape))
+	}
+	for i, c := range o.chunks {
+		if c <= 0 {
+			return o, fmt.Errorf("chunk size %d in dimension %d must be positive", c, i)
+		}
+	}
+	return o, nil
+}
+
+func newSource(name string, shape []int64, args any, opts []Option) *Tensor {
+	t := &Tensor{op: dag.OpIDOf(name), shape: append([]int64(nil), shape...), dtype: dag.Float64}
+	for i, d := range shape {
+		if d < 0 {
+			t.err = fmt.Errorf("tensor.%s: dimension %d has negative size %d", name[len("tensor."):], i, d)
+			return t
+		}
+	}
+	o, err := buildOptions(shape, opts)
+	if err != nil {
+		t.err = fmt.Errorf("%s: %w", name, err)
+		return t
+	}
+	t.chunks, t.label = o.chunks, o.label
+	t.args = mustArgs(args)
+	return t
+}
+
+func mustArgs(v any) []byte {
+	if v == nil {
+		return nil
+	}
+	b, err := codec.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("tensor: encoding op args %T: %v", v, err)) // args are plain structs of numbers
+	}
+	return b
+}
+
+// derive makes a tensor from inputs; the first input error wins.
+func derive(name string, args any, shape []int64, inputs ...*Tensor) *Tensor {
+	t := &Tensor{op: dag.OpIDOf(name), shape: shape, dtype: dag.Float64, inputs: inputs}
+	for _, in := range inputs {
+		if err := in.Err(); err != nil {
+			t.err = err
+			return t
+		}
+	}
+	t.args = mustArgs(args)
+	return t
+}
+
+func failed(err error) *Tensor { return &Tensor{err: err} }
+
+// Graph returns the tileable graph that computes outputs, in the order
+// given. Shared subexpressions appear once.
+func Graph(outputs ...*Tensor) (*dag.TileableGraph, error) {
+	g := &dag.TileableGraph{}
+	index := make(map[*Tensor]int32)
+	var visit func(t *Tensor) (int32, error)
+	visit = func(t *Tensor) (int32, error) {
+		if err := t.Err(); err != nil {
+			return -1, err
+		}
+		if i, ok := index[t]; ok {
+			return i, nil
+		}
+		ins := make([]int32, len(t.inputs))
+		for k, in := range t.inputs {
+			i, err := visit(in)
+			if err != nil {
+				return -1, err
+			}
+			ins[k] = i
+		}
+		g.Nodes = append(g.Nodes, dag.TileableNode{
+			Op: t.op, Args: t.args, Inputs: ins, Shape: t.shape,
+			DType: t.dtype, ChunkSize: t.chunks, Label: t.label,
+		})
+		i := int32(len(g.Nodes) - 1)
+		index[t] = i
+		return i, nil
+	}
+	if len(outputs) == 0 {
+		return nil, errors.New("tensor.Graph: no tensors given")
+	}
+	for _, o := range outputs {
+		i, err := visit(o)
+		if err != nil {
+			return nil, err
+		}
+		g.Outputs = append(g.Outputs, i)
+	}
+	return g, nil
+}
+
+// TileableGraph lets a driver run t directly.
+func (t *Tensor) TileableGraph() (*dag.TileableGraph, error) { return Graph(t) }

@@ -1,0 +1,87 @@
+package lowering
+
+import (
+	"fmt"
+
+	"github.com/phobos-project/phobos/dag"
+)
+
+// Fusion chooses how chunks are grouped into subtasks.
+type Fusion uint8
+
+const (
+	// FuseChain fuses a chunk with its one successor while that successor has
+	// exactly one predecessor: the seeds' chain fusion, and the default.
+	FuseChain Fusion = iota
+	// FuseNone makes every chunk its own subtask.
+	FuseNone
+)
+
+func (f Fusion) String() string {
+	switch f {
+	case FuseChain:
+		return "chain"
+	case FuseNone:
+		return "none"
+	}
+	return fmt.Sprintf("fusion(%d)", uint8(f))
+}
+
+// ParseFusion is the inverse of String.
+func ParseFusion(s string) (Fusion, error) {
+	switch s {
+	case "chain", "":
+		return FuseChain, nil
+	case "none":
+		return FuseNone, nil
+	}
+	return 0, fmt.Errorf("fusion %q: want chain or none", s)
+}
+
+// fuseChains groups the chunks of cg into chains. Chunks are visited in
+// index order, which is topological; a chunk not yet grouped starts a group,
+// and the group grows along the chunk's only (distinct) user while that
+// user's only (distinct) input is the chunk. Groups come out in topological
+// order, each in execution order, as rows of a CSR table.
+func fuseChains(cg *dag.ChunkGraph, users dag.CSR, mode Fusion) dag.CSR {
+	n := cg.Len()
+	grouped := make([]bool, n)
+	off := make([]int32, 1, n+1)
+	dst := make([]int32, 0, n)
+	for c := int32(0); c < int32(n); c++ {
+		if grouped[c] {
+			continue
+		}
+		cur := c
+		for {
+			grouped[cur] = true
+			dst = append(dst, cur)
+			if mode == FuseNone {
+				break
+			}
+			u, ok := only(users.Row(cur))
+			if !ok || grouped[u] {
+				break
+			}
+			if _, ok := only(cg.Inputs(u)); !ok {
+				break
+			}
+			cur = u
+		}
+		off = append(off, int32(len(dst)))
+	}
+	return dag.CSR{Off: off, Dst: dst}
+}
+
+// only returns the single distinct value of s, if s has exactly one.
+func only(s []int32) (int32, bool) {
+	if len(s) == 0 {
+		return -1, false
+	}
+	for _, v := range s[1:] {
+		if v != s[0] {
+			return -1, false
+		}
+	}
+	return s[0], true
+}

@@ -1,0 +1,64 @@
+package lowering
+
+import (
+	"github.com/phobos-project/phobos/dag"
+)
+
+// buildSubtasks turns groups of chunks into a linked subtask graph. A chunk
+// is exported (becomes an object) when a chunk outside its group reads it or
+// when it is a result.
+func buildSubtasks(cg *dag.ChunkGraph, users dag.CSR, groups dag.CSR, isResult []bool) (*dag.SubtaskGraph, error) {
+	ng := groups.Rows()
+	groupOf := make([]int32, cg.Len())
+	for g := int32(0); g < int32(ng); g++ {
+		for _, c := range groups.Row(g) {
+			groupOf[c] = g
+		}
+	}
+	sg := dag.NewSubtaskGraph(cg, ng)
+	var outs []int32
+	for g := int32(0); g < int32(ng); g++ {
+		outs = outs[:0]
+		for _, c := range groups.Row(g) {
+			exported := isResult[c]
+			if !exported {
+				for _, u := range users.Row(c) {
+					if groupOf[u] != g {
+						exported = true
+						break
+					}
+				}
+			}
+			if exported {
+				outs = append(outs, c)
+			}
+		}
+		sg.AddSubtask(groups.Row(g), outs)
+	}
+	if err := sg.Link(); err != nil {
+		return nil, dag.Errorf(dag.KindInternal, "grouping chunks into subtasks: %w", err)
+	}
+	return sg, nil
+}
+
+// prioritize sets every subtask's Priority: its depth (longest path from a
+// source), the depth of its deepest successor, and its successor count.
+// Subtask indexes are topological, so one forward pass suffices.
+func prioritize(sg *dag.SubtaskGraph) {
+	for s := range sg.Subtasks {
+		d := int32(0)
+		for _, p := range sg.Preds.Row(int32(s)) {
+			d = max(d, sg.Subtasks[p].Priority.Depth+1)
+		}
+		sg.Subtasks[s].Priority.Depth = d
+	}
+	for s := range sg.Subtasks {
+		succs := sg.Succs.Row(int32(s))
+		dd := int32(0)
+		for _, u := range succs {
+			dd = max(dd, sg.Subtasks[u].Priority.Depth)
+		}
+		sg.Subtasks[s].Priority.DemandDepth = dd
+		sg.Subtasks[s].Priority.Succs = int32(len(succs))
+	}
+}

@@ -1,0 +1,177 @@
+package lowering
+
+import (
+	"testing"
+
+	"github.com/phobos-project/phobos/dag"
+)
+
+// chunks builds a chunk graph from input lists (node i reads inputs[i]).
+func chunks(t *testing.T, inputs ...[]int32) *dag.ChunkGraph {
+	t.Helper()
+	g := dag.NewChunkGraph(len(inputs))
+	a := g.AddArgs(nil)
+	for i, in := range inputs {
+		if _, err := g.AddNode(dag.OpID(i), int32(i), a, dag.Float64, in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return g
+}
+
+func rows(c dag.CSR) [][]int32 {
+	var out [][]int32
+	for i := 0; i < c.Rows(); i++ {
+		out = append(out, append([]int32{}, c.Row(int32(i))...))
+	}
+	return out
+}
+
+func equalRows(a, b [][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i]) != len(b[i]) {
+			return false
+		}
+		for j := range a[i] {
+			if a[i][j] != b[i][j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func TestFuseChains(t *testing.T) {
+	cases := []struct {
+		name   string
+		graph  [][]int32
+		mode   Fusion
+		groups [][]int32
+	}{
+		// RAND, RAND -> ADD -> SUM: ADD and SUM fuse, the RANDs stay alone.
+		{"seed example", [][]int32{nil, nil, {0, 1}, {2}}, FuseChain, [][]int32{{0}, {1}, {2, 3}}},
+		{"no fusion", [][]int32{nil, nil, {0, 1}, {2}}, FuseNone, [][]int32{{0}, {1}, {2}, {3}}},
+		// A chain of four with x+x in the middle (two edges, one predecessor).
+		{"chain", [][]int32{nil, {0}, {1, 1}, {2}}, FuseChain, [][]int32{{0, 1, 2, 3}}},
+		// A node with two users ends its chain.
+		{"fork", [][]int32{nil, {0}, {0}, {1}}, FuseChain, [][]int32{{0}, {1, 3}, {2}}},
+	}
+	for _, c := range cases {
+		g := chunks(t, c.graph...)
+		got := rows(fuseChains(g, g.Users(), c.mode))
+		if !equalRows(got, c.groups) {
+			t.Errorf("%s: groups %v, want %v", c.name, got, c.groups)
+		}
+	}
+}
+
+func TestQuotas(t *testing.T) {
+	cases := []struct {
+		n     int
+		slots []int
+		want  []int
+	}{
+		{10, []int{4, 4, 4}, []int{4, 3, 3}},
+		{12, []int{4, 4, 4}, []int{4, 4, 4}},
+		{10, []int{2, 8}, []int{2, 8}},
+		{7, []int{1, 2, 4}, []int{1, 2, 4}},
+		{5, []int{1, 1, 3}, []int{1, 1, 3}},
+		{3, []int{0, 2}, []int{0, 3}},
+	}
+	for _, c := range cases {
+		got := quotas(c.n, c.slots)
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("quotas(%d, %v) = %v, want %v", c.n, c.slots, got, c.want)
+				break
+			}
+		}
+	}
+}
+
+// lowerChunks lowers a hand-made chunk graph (every chunk a result, so all
+// are exported) with the given fusion and raylet slots.
+func lowerChunks(t *testing.T, g *dag.ChunkGraph, mode Fusion, slots []int) *dag.SubtaskGraph {
+	t.Helper()
+	users := g.Users()
+	isResult := make([]bool, g.Len())
+	sg, err := buildSubtasks(g, users, fuseChains(g, users, mode), isResult)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prioritize(sg)
+	assignInitial(sg, slots)
+	return sg
+}
+
+func TestAssignPairs(t *testing.T) {
+	// 12 initial nodes paired into 6 adds, on 3 equal raylets: each pair on
+	// one raylet, 4 initial nodes per raylet.
+	var graph [][]int32
+	for p := 0; p < 6; p++ {
+		graph = append(graph, nil, nil)
+	}
+	for p := int32(0); p < 6; p++ {
+		graph = append(graph, []int32{2 * p, 2*p + 1})
+	}
+	sg := lowerChunks(t, chunks(t, graph...), FuseChain, []int{4, 4, 4})
+	count := map[int32]int{}
+	for p := int32(0); p < 6; p++ {
+		a, b := sg.Subtasks[2*p].Raylet, sg.Subtasks[2*p+1].Raylet
+		if a < 0 || a != b {
+			t.Fatalf("pair %d split across raylets %d and %d", p, a, b)
+		}
+		count[a] += 2
+	}
+	for r := int32(0); r < 3; r++ {
+		if count[r] != 4 {
+			t.Fatalf("raylet %d got %d initial subtasks, want 4 (all: %v)", r, count[r], count)
+		}
+	}
+	for s := 12; s < 18; s++ {
+		if sg.Subtasks[s].Raylet != -1 {
+			t.Fatalf("non-initial subtask %d was assigned", s)
+		}
+	}
+}
+
+func TestAssignIndependent(t *testing.T) {
+	// 10 independent subtasks on slots [4,4,4]: quotas 4,3,3.
+	graph := make([][]int32, 10)
+	sg := lowerChunks(t, chunks(t, graph...), FuseChain, []int{4, 4, 4})
+	count := make([]int, 3)
+	for _, s := range sg.Subtasks {
+		count[s.Raylet]++
+	}
+	if count[0] != 4 || count[1] != 3 || count[2] != 3 {
+		t.Fatalf("counts %v, want [4 3 3]", count)
+	}
+}
+
+func TestPriorities(t *testing.T) {
+	// 0,1 -> 2 ; 2,3 -> 4 (no fusion): depths 0,0,1,0,2.
+	g := chunks(t, nil, nil, []int32{0, 1}, nil, []int32{2, 3})
+	sg := lowerChunks(t, g, FuseNone, nil)
+	want := []dag.Priority{
+		{Depth: 0, DemandDepth: 1, Succs: 1},
+		{Depth: 0, DemandDepth: 1, Succs: 1},
+		{Depth: 1, DemandDepth: 2, Succs: 1},
+		{Depth: 0, DemandDepth: 2, Succs: 1},
+		{Depth: 2, DemandDepth: 0, Succs: 0},
+	}
+	for i, w := range want {
+		if sg.Subtasks[i].Priority != w {
+			t.Errorf("subtask %d priority %+v, want %+v", i, sg.Subtasks[i].Priority, w)
+		}
+	}
+	// Deeper first, then demanded by deeper, then fewer successors.
+	if !want[2].Before(want[0]) || !want[3].Before(want[0]) || want[0].Before(want[1]) {
+		t.Fatal("Before disagrees with the policy")
+	}
+	if !(dag.Priority{Succs: 1}).Before(dag.Priority{Succs: 2}) {
+		t.Fatal("fewer successors should go first")
+	}
+}
