@@ -1,0 +1,5 @@
+//go:build !race
+
+package objectstore
+
+const raceEnabled = false
