@@ -1,0 +1,47 @@
+package transport
+
+import (
+	"encoding/binary"
+	"net"
+)
+
+// coalesceConn sits between yamux and the TCP conn. yamux's send loop
+// writes each data frame as two writes, the 12-byte header and then the
+// body, which costs two syscalls and two packets per frame. coalesceConn
+// holds a data header back and sends it with its body in one writev.
+//
+// Only yamux's send loop writes to it (yamux serializes all writes there),
+// so it needs no lock. The header layout is yamux's documented v0 format.
+type coalesceConn struct {
+	net.Conn
+	held    [yamuxHeaderSize]byte
+	holding bool
+	bufs    [2][]byte
+	nb      net.Buffers
+}
+
+const (
+	yamuxHeaderSize = 12
+	yamuxTypeData   = 0
+)
+
+func (c *coalesceConn) Write(p []byte) (int, error) {
+	if !c.holding {
+		if len(p) == yamuxHeaderSize && p[0] == 0 && p[1] == yamuxTypeData && binary.BigEndian.Uint32(p[8:12]) > 0 {
+			copy(c.held[:], p)
+			c.holding = true
+			return len(p), nil
+		}
+		return c.Conn.Write(p)
+	}
+	c.holding = false
+	c.bufs[0], c.bufs[1] = c.held[:], p
+	c.nb = c.bufs[:]
+	n, err := c.nb.WriteTo(c.Conn)
+	c.bufs[1] = nil // do not keep the body alive
+	n -= yamuxHeaderSize
+	if n < 0 {
+		n = 0
+	}
+	return int(n), err
+}

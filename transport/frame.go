@@ -1,0 +1,254 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/phobos-project/phobos/internal/codec"
+)
+
+// Method names a call or message. The numbers belong to the packages that
+// define the messages (runtime/wire); transport only routes them.
+type Method uint16
+
+func (m Method) String() string { return "method " + strconv.Itoa(int(m)) }
+
+// frameType is the second field of a frame header.
+type frameType uint8
+
+const (
+	frameRequest  frameType = 1 // expects a response or error-response with the same id
+	frameResponse frameType = 2 // CBOR result of the request with this id
+	frameError    frameType = 3 // CBOR wireError for the request with this id
+	frameOneWay   frameType = 4 // no reply; id is 0
+)
+
+// headerSize is the fixed frame header:
+//
+//	length u32 | type u8 | flags u8 | method u16 | id u64   (big-endian)
+//
+// then length bytes of CBOR body. Flags are reserved: sent as 0, ignored.
+const headerSize = 16
+
+type header struct {
+	length uint32
+	typ    frameType
+	flags  uint8
+	method Method
+	id     uint64
+}
+
+func (h *header) put(b []byte) {
+	_ = b[headerSize-1]
+	binary.BigEndian.PutUint32(b[0:4], h.length)
+	b[4] = byte(h.typ)
+	b[5] = h.flags
+	binary.BigEndian.PutUint16(b[6:8], uint16(h.method))
+	binary.BigEndian.PutUint64(b[8:16], h.id)
+}
+
+// errBadFrameType is returned for a header whose type is not one of the four.
+var errBadFrameType = errors.New("unknown frame type")
+
+// parseHeader decodes a header. Only an unknown type is an error: a length
+// over the cap is the receiver's to handle (it discards the body and keeps
+// the session).
+func parseHeader(b []byte) (header, error) {
+	if len(b) < headerSize {
+		return header{}, io.ErrUnexpectedEOF
+	}
+	h := header{
+		length: binary.BigEndian.Uint32(b[0:4]),
+		typ:    frameType(b[4]),
+		flags:  b[5],
+		method: Method(binary.BigEndian.Uint16(b[6:8])),
+		id:     binary.BigEndian.Uint64(b[8:16]),
+	}
+	if h.typ < frameRequest || h.typ > frameOneWay {
+		return h, errBadFrameType
+	}
+	return h, nil
+}
+
+// frameReader reads frames from the control stream. Owned by the session's
+// read loop; not safe for concurrent use.
+type frameReader struct {
+	r   *bufio.Reader
+	hdr [headerSize]byte
+	buf []byte // reused for bodies the read loop consumes itself
+}
+
+const (
+	readBufferSize = 32 << 10
+	keepBodyBuffer = 1 << 20 // bodies up to this size reuse fr.buf
+)
+
+func newFrameReader(r io.Reader) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, readBufferSize)}
+}
+
+// next reads one header. io.EOF means the stream ended between frames.
+func (fr *frameReader) next() (header, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return header{}, err
+	}
+	return parseHeader(fr.hdr[:])
+}
+
+// body reads an n-byte body into a buffer reused by the next call.
+func (fr *frameReader) body(n uint32) ([]byte, error) {
+	var b []byte
+	if int(n) <= keepBodyBuffer {
+		if cap(fr.buf) < int(n) {
+			fr.buf = make([]byte, n, max(n, 4<<10))
+		}
+		b = fr.buf[:n]
+	} else {
+		b = make([]byte, n)
+	}
+	if _, err := io.ReadFull(fr.r, b); err != nil {
+		return nil, midFrame(err)
+	}
+	return b, nil
+}
+
+// ownedBody reads an n-byte body into a new slice the caller keeps.
+func (fr *frameReader) ownedBody(n uint32) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(fr.r, b); err != nil {
+		return nil, midFrame(err)
+	}
+	return b, nil
+}
+
+// discard skips an n-byte body that is over the cap.
+func (fr *frameReader) discard(n uint32) error {
+	if _, err := io.CopyN(io.Discard, fr.r, int64(n)); err != nil {
+		return midFrame(err)
+	}
+	return nil
+}
+
+// midFrame turns a clean EOF inside a frame into the error it really is.
+func midFrame(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// Frame buffers: header space, then the CBOR body, written with one Write.
+var (
+	framePool  = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	zeroHeader [headerSize]byte
+	bufEnc, _  = codec.EncMode().(cbor.UserBufferEncMode)
+)
+
+const keepFrameBuffer = 1 << 20 // larger buffers go back to the GC, not the pool
+
+// getBuf returns an empty pooled buffer with reserve zero bytes at the front.
+func getBuf(reserve int) *bytes.Buffer {
+	b := framePool.Get().(*bytes.Buffer)
+	b.Reset()
+	b.Write(zeroHeader[:reserve])
+	return b
+}
+
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= keepFrameBuffer {
+		framePool.Put(b)
+	}
+}
+
+// encodeInto appends v's CBOR encoding to b.
+func encodeInto(b *bytes.Buffer, v any) error {
+	if bufEnc != nil {
+		return bufEnc.MarshalToBuffer(v, b)
+	}
+	data, err := codec.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b.Write(data)
+	return nil
+}
+
+// Body is the CBOR body of an incoming request or one-way message.
+//
+// A request's Body belongs to the handler. A one-way message's Body is only
+// valid until HandleMessage returns (its bytes are reused); Decode copies
+// what it keeps.
+type Body struct {
+	raw    []byte
+	method Method
+}
+
+// Decode decodes the body into v (codec.Unmarshal). A malformed body gives an
+// invalid-argument error naming the method, which a handler can return as is.
+func (b Body) Decode(v any) error {
+	if err := codec.Unmarshal(b.raw, v); err != nil {
+		return errorf(CodeInvalidArgument, "malformed body for %s (%d bytes): %w", b.method, len(b.raw), err)
+	}
+	return nil
+}
+
+// Raw returns the body's CBOR bytes (see Body for how long they stay valid).
+func (b Body) Raw() []byte { return b.raw }
+
+// WriteMsg writes v as one length-prefixed CBOR message (u32 big-endian
+// length, then the body) with a single Write, for bulk streams. Safe for
+// concurrent use only if w is.
+func WriteMsg(w io.Writer, v any) error {
+	b := getBuf(4)
+	defer putBuf(b)
+	if err := encodeInto(b, v); err != nil {
+		return errorf(CodeInvalidArgument, "write message: encoding %T: %w", v, err)
+	}
+	n := b.Len() - 4
+	if n > MaxFrameLimit {
+		return errorf(CodeResourceExhausted, "write message: %T encodes to %d bytes, over the %d-byte limit; split it", v, n, MaxFrameLimit)
+	}
+	binary.BigEndian.PutUint32(b.Bytes()[:4], uint32(n))
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return errorf(CodeUnavailable, "write message: %w", err)
+	}
+	return nil
+}
+
+// ReadMsg reads one message written by WriteMsg into v. A body over max bytes
+// (max <= 0 means DefaultMaxFrameSize) is refused with a resource-exhausted
+// error before it is read; the stream is then out of step and should be
+// closed. A stream that ends cleanly before the message returns io.EOF
+// itself; one that ends inside it returns an error wrapping
+// io.ErrUnexpectedEOF.
+func ReadMsg(r io.Reader, v any, max int) error {
+	if max <= 0 {
+		max = DefaultMaxFrameSize
+	}
+	var p [4]byte
+	if _, err := io.ReadFull(r, p[:]); err != nil {
+		if err == io.EOF {
+			return io.EOF
+		}
+		return errorf(CodeUnavailable, "read message: %w", err)
+	}
+	n := binary.BigEndian.Uint32(p[:])
+	if uint64(n) > uint64(max) {
+		return errorf(CodeResourceExhausted, "read message: %d-byte message is over the cap of %d bytes", n, max)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return errorf(CodeUnavailable, "read message: %d-byte body: %w", n, midFrame(err))
+	}
+	if err := codec.Unmarshal(body, v); err != nil {
+		return errorf(CodeInvalidArgument, "read message: malformed %d-byte body for %T: %w", n, v, err)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestParseHeader(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      []byte
+		want    header
+		wantErr error
+	}{
+		{"request", []byte{0, 0, 1, 0, 1, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 9},
+			header{length: 256, typ: frameRequest, method: 7, id: 9}, nil},
+		{"one-way with flags", []byte{0, 0, 0, 3, 4, 0x80, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0},
+			header{length: 3, typ: frameOneWay, flags: 0x80, method: 0xffff}, nil},
+		{"max length is not the parser's business", []byte{0xff, 0xff, 0xff, 0xff, 2, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+			header{length: 0xffffffff, typ: frameResponse, method: 1, id: 1<<64 - 1}, nil},
+		{"type 0", make([]byte, 16), header{}, errBadFrameType},
+		{"type 5", []byte{0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, header{}, errBadFrameType},
+		{"short", []byte{0, 0, 0}, header{}, io.ErrUnexpectedEOF},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseHeader(tc.in)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+			var back [headerSize]byte
+			got.put(back[:])
+			if !bytes.Equal(back[:], tc.in) {
+				t.Fatalf("re-encoded %x, want %x", back, tc.in)
+			}
+		})
+	}
+}
+
+func TestMsgRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	in := []echoMsg{{N: 1}, {S: "two"}, {B: make([]byte, 1000)}}
+	for _, m := range in {
+		if err := WriteMsg(&buf, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range in {
+		var got echoMsg
+		if err := ReadMsg(&buf, &got, 0); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if got.N != want.N || got.S != want.S || len(got.B) != len(want.B) {
+			t.Fatalf("message %d: got %+v", i, got)
+		}
+	}
+	var got echoMsg
+	if err := ReadMsg(&buf, &got, 0); err != io.EOF {
+		t.Fatalf("at the end: %v, want io.EOF itself", err)
+	}
+}
+
+func TestReadMsgErrors(t *testing.T) {
+	var ok bytes.Buffer
+	WriteMsg(&ok, echoMsg{S: strings.Repeat("x", 100)})
+	whole := ok.Bytes()
+	tests := []struct {
+		name string
+		in   []byte
+		max  int
+		code uint16
+		is   error
+		text string
+	}{
+		{"over the cap", whole, 50, CodeResourceExhausted, nil, "over the cap of 50 bytes"},
+		{"cut in the prefix", whole[:2], 0, CodeUnavailable, io.ErrUnexpectedEOF, ""},
+		{"cut in the body", whole[:20], 0, CodeUnavailable, io.ErrUnexpectedEOF, ""},
+		{"not CBOR", []byte{0, 0, 0, 2, 0xff, 0xff}, 0, CodeInvalidArgument, nil, "malformed 2-byte body"},
+		{"huge length", []byte{0xff, 0xff, 0xff, 0xff}, 0, CodeResourceExhausted, nil, "4294967295-byte message"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var v echoMsg
+			err := ReadMsg(bytes.NewReader(tc.in), &v, tc.max)
+			wantCode(t, err, tc.code)
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %q is not %v", err, tc.is)
+			}
+			if !strings.Contains(err.Error(), tc.text) {
+				t.Errorf("error %q lacks %q", err, tc.text)
+			}
+		})
+	}
+	if err := WriteMsg(io.Discard, make(chan int)); !errors.Is(err, kind(CodeInvalidArgument)) {
+		t.Errorf("WriteMsg of a channel: %v", err)
+	}
+}
+
+func TestCodeOf(t *testing.T) {
+	tests := []struct {
+		err  error
+		want uint16
+	}{
+		{errors.New("plain"), CodeUnknown},
+		{kind(6), 6},
+		{fmt.Errorf("wrapped: %w", kind(3)), 3},
+		{&RemoteError{Code: 8}, 8},
+		{errorf(CodeUnavailable, "x: %w", kind(1)), CodeUnavailable}, // outermost wins
+		{context.DeadlineExceeded, CodeDeadlineExceeded},
+		{fmt.Errorf("x: %w", context.Canceled), CodeCancelled},
+	}
+	for _, tc := range tests {
+		if got := codeOf(tc.err); got != tc.want {
+			t.Errorf("codeOf(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestErrorMatching(t *testing.T) {
+	re := &RemoteError{Code: 7, Message: "gone"}
+	if re.Error() != "gone" || !errors.Is(re, kind(7)) || errors.Is(re, kind(6)) || errors.Is(re, errors.New("gone")) {
+		t.Error("RemoteError matching is wrong")
+	}
+	ce := ctxError(canceledCtx(), "call %d", 1)
+	if !errors.Is(ce, context.Canceled) || !errors.Is(ce, kind(CodeCancelled)) || ce.Error() != "call 1: context canceled" {
+		t.Errorf("ctxError: %v", ce)
+	}
+}
+
+func canceledCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
