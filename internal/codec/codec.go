@@ -34,7 +34,7 @@ var (
 func init() {
 	var err error
 	eo := cbor.CoreDetEncOptions()
-	eo.Time = cbor.TimeUnixMicro
+	eo.Time = cbor.TimeRFC3339Nano // exact and deterministic; float epoch times lose precision
 	enc, err = eo.EncMode()
 	if err != nil {
 		panic(fmt.Sprintf("codec: building CBOR encoder: %v", err))

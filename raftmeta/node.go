@@ -1,0 +1,613 @@
+package raftmeta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/phobos-project/phobos/dag"
+)
+
+// Server is one voter of the Raft cluster: a head's stable ID and the address
+// its peers dial.
+type Server struct {
+	ID, Addr string
+}
+
+// Config configures a Node. Zero fields take the defaults of DefaultConfig,
+// so a Config literal with only ID, DataDir and Bootstrap set is complete.
+type Config struct {
+	// ID is this head's Raft server ID. Required; keep it across restarts.
+	ID string
+	// Addr is the address peers dial to reach this head. Empty means the
+	// stream layer's own address, which is right unless the head listens on
+	// a wildcard address.
+	Addr string
+	// DataDir holds raft.db (the log and stable store) and snapshots/.
+	// Required; created if missing. Only one Node may use a DataDir.
+	DataDir string
+
+	// Bootstrap is the initial voter list. Give every head of a new cluster
+	// the same list, this head included. It is used only when DataDir holds
+	// no Raft state, so restarting with the same list is harmless. Leave it
+	// empty for a head that an existing cluster will add with AddVoter.
+	Bootstrap []Server
+
+	// Raft timings. The defaults (500ms, 500ms, 250ms, 10ms) suit a LAN:
+	// a dead leader is replaced in about one to two election timeouts. On
+	// loopback 100/100/50ms works and fails over in ~0.2s; raise them on
+	// slow or loaded networks, where too short a timeout causes needless
+	// elections. LeaderLeaseTimeout must not exceed HeartbeatTimeout.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+
+	// SnapshotThreshold (default 8192) is how many new log entries trigger
+	// a snapshot, checked every SnapshotInterval (default 2m, jittered).
+	// TrailingLogs (default 10240) entries stay in the log after a snapshot
+	// so that a briefly lagging follower needs no snapshot install.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+
+	// MaxAppendEntries (default 64, at most 1024) caps the entries sent in one
+	// AppendEntries RPC and applied to the FSM in one batch.
+	MaxAppendEntries int
+
+	// DedupeWindow (default 65536) is how many request IDs the state machine
+	// remembers. It must be equal on every head of a cluster.
+	DedupeWindow int
+
+	// Logger receives this package's and raft's logs. Nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      10 * time.Millisecond,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   2 * time.Minute,
+		TrailingLogs:       10240,
+		MaxAppendEntries:   64,
+		DedupeWindow:       DefaultDedupeWindow,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&c.HeartbeatTimeout, d.HeartbeatTimeout)
+	set(&c.ElectionTimeout, d.ElectionTimeout)
+	set(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
+	set(&c.CommitTimeout, d.CommitTimeout)
+	set(&c.SnapshotInterval, d.SnapshotInterval)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.MaxAppendEntries == 0 {
+		c.MaxAppendEntries = d.MaxAppendEntries
+	}
+	if c.DedupeWindow == 0 {
+		c.DedupeWindow = d.DedupeWindow
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Node is one head's Raft replica of the metadata: the raft instance, its
+// on-disk stores and the FSM. All methods are safe for concurrent use. Writes
+// succeed only on the leader; reads (Job, Jobs, Raylets) are served from the
+// local FSM and may be stale on a follower. A Node owns its DataDir and its
+// stream layer until Shutdown.
+type Node struct {
+	id, addr string
+	log      *slog.Logger
+
+	raft  *raft.Raft
+	fsm   *FSM
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+
+	notify  chan bool
+	stopFan chan struct{}
+	fanDone chan struct{}
+	subsMu  sync.Mutex
+	subs    []chan bool
+	closed  bool
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Open starts a Raft replica over layer with its state in cfg.DataDir,
+// bootstrapping the cluster from cfg.Bootstrap when DataDir is new. Open takes
+// ownership of layer: Shutdown closes it, and so does Open when it fails.
+// Open returns before an election; use LeaderCh or Leader to learn when a
+// leader is known.
+func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
+	if layer == nil {
+		return nil, invalid("raftmeta: open: no stream layer")
+	}
+	closers := []func() error{layer.Close}
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	cfg = cfg.withDefaults()
+	if cfg.ID == "" {
+		return nil, invalid("raftmeta: open: Config.ID is empty; give every head a stable unique ID")
+	}
+	if cfg.DataDir == "" {
+		return nil, invalid("raftmeta: open %s: Config.DataDir is empty", cfg.ID)
+	}
+	if cfg.DedupeWindow < 0 {
+		return nil, invalid("raftmeta: open %s: DedupeWindow %d is negative", cfg.ID, cfg.DedupeWindow)
+	}
+	addr := cfg.Addr
+	if addr == "" {
+		addr = layer.Addr().String()
+	} else if addr != layer.Addr().String() {
+		layer = &advertised{StreamLayer: layer, addr: advertisedAddr(addr)}
+	}
+	if err := checkBootstrap(cfg.Bootstrap, cfg.ID, addr); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftmeta: open %s: create data dir: %w", cfg.ID, err)
+	}
+
+	hl := newHCLog(cfg.Logger, "raft", nil)
+	dbPath := filepath.Join(cfg.DataDir, "raft.db")
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: dbPath,
+		// Without a timeout a second head on the same DataDir would hang on
+		// the file lock forever.
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftmeta: open %s: raft store %s (is another head using this data dir?): %w", cfg.ID, dbPath, err)
+	}
+	closers = append(closers, store.Close)
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return nil, fmt.Errorf("raftmeta: open %s: log cache: %w", cfg.ID, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
+	if err != nil {
+		return nil, fmt.Errorf("raftmeta: open %s: snapshot store in %s: %w", cfg.ID, cfg.DataDir, err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hl.Named("transport"),
+	})
+	closers = append(closers, trans.Close)
+
+	n := &Node{
+		id:      cfg.ID,
+		addr:    addr,
+		log:     cfg.Logger,
+		fsm:     NewFSM(cfg.DedupeWindow, cfg.Logger),
+		trans:   trans,
+		store:   store,
+		notify:  make(chan bool, 16),
+		stopFan: make(chan struct{}),
+		fanDone: make(chan struct{}),
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.NotifyCh = n.notify
+	rc.Logger = hl
+	rc.NoLegacyTelemetry = true
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, invalid("raftmeta: open %s: %w", cfg.ID, err)
+	}
+
+	has, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("raftmeta: open %s: read existing state in %s: %w", cfg.ID, cfg.DataDir, err)
+	}
+	if !has && len(cfg.Bootstrap) > 0 {
+		conf := raft.Configuration{}
+		for _, s := range cfg.Bootstrap {
+			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(s.ID), Address: raft.ServerAddress(s.Addr)})
+		}
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("raftmeta: open %s: bootstrap: %w", cfg.ID, err)
+		}
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	if err != nil {
+		return nil, fmt.Errorf("raftmeta: open %s: start raft: %w", cfg.ID, err)
+	}
+	n.raft = r
+	go n.fanOut()
+	n.log.Debug("raftmeta: node open", "id", cfg.ID, "addr", addr, "dir", cfg.DataDir, "existing_state", has)
+	return n, nil
+}
+
+func checkBootstrap(servers []Server, self, selfAddr string) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	ids := make(map[string]bool, len(servers))
+	addrs := make(map[string]bool, len(servers))
+	found := false
+	for _, s := range servers {
+		switch {
+		case s.ID == "" || s.Addr == "":
+			return invalid("raftmeta: bootstrap list: server %q at %q needs both an ID and an address", s.ID, s.Addr)
+		case ids[s.ID]:
+			return invalid("raftmeta: bootstrap list: server ID %q appears twice", s.ID)
+		case addrs[s.Addr]:
+			return invalid("raftmeta: bootstrap list: address %q appears twice", s.Addr)
+		}
+		ids[s.ID], addrs[s.Addr] = true, true
+		if s.ID == self {
+			found = true
+			if s.Addr != selfAddr {
+				return invalid("raftmeta: bootstrap list gives head %q address %q but it is reached at %q; set Config.Addr or fix the list", self, s.Addr, selfAddr)
+			}
+		}
+	}
+	if !found {
+		return invalid("raftmeta: bootstrap list does not name this head %q; give every head the same list including itself, or none to be added later", self)
+	}
+	return nil
+}
+
+// fanOut drains raft's NotifyCh promptly (raft blocks on it) and passes
+// each value to every LeaderCh subscriber.
+func (n *Node) fanOut() {
+	defer close(n.fanDone)
+	for {
+		select {
+		case v := <-n.notify:
+			n.subsMu.Lock()
+			for _, ch := range n.subs {
+				publish(ch, v)
+			}
+			n.subsMu.Unlock()
+		case <-n.stopFan:
+			return
+		}
+	}
+}
+
+// publish sends v without blocking, dropping the oldest value if ch is full,
+// so the last value a subscriber reads is always the newest.
+func publish(ch chan bool, v bool) {
+	for {
+		select {
+		case ch <- v:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}
+
+// LeaderCh returns a new channel that receives true when this head becomes
+// leader and false when it stops being leader. It first receives the current
+// state. A slow reader loses the oldest values, never the newest, so read
+// the values as "the state is now X" rather than counting edges (compare
+// Stats().Term to tell two terms apart). The channel is closed by Shutdown.
+// Each call adds a subscriber for the Node's lifetime: call it once per
+// consumer.
+func (n *Node) LeaderCh() <-chan bool {
+	ch := make(chan bool, 8)
+	n.subsMu.Lock()
+	defer n.subsMu.Unlock()
+	if n.closed {
+		close(ch)
+		return ch
+	}
+	ch <- n.raft.State() == raft.Leader
+	n.subs = append(n.subs, ch)
+	return ch
+}
+
+// Shutdown stops raft, closes the stream layer and the store, and closes
+// every LeaderCh channel. It is safe to call more than once; later calls
+// return the first call's result. Writes in flight fail with
+// dag.KindUnavailable.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		rerr := n.raft.Shutdown().Error()
+		close(n.stopFan)
+		<-n.fanDone
+		n.subsMu.Lock()
+		n.closed = true
+		for _, ch := range n.subs {
+			close(ch)
+		}
+		n.subs = nil
+		n.subsMu.Unlock()
+		// raft closes the transport itself, except when it already shut
+		// down on its own (removed from the cluster); Close is idempotent.
+		terr := n.trans.Close()
+		serr := n.store.Close()
+		if err := errors.Join(rerr, terr, serr); err != nil {
+			n.shutdownErr = fmt.Errorf("raftmeta: shutdown %s: %w", n.id, err)
+		}
+	})
+	return n.shutdownErr
+}
+
+// timeout turns ctx's deadline into raft's enqueue timeout (0: none).
+func timeout(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d > 0 {
+			return d
+		}
+		return time.Nanosecond
+	}
+	return 0
+}
+
+// wait waits for f or ctx. Raft futures cannot be cancelled: if ctx ends
+// first the operation may still take effect, which the error says.
+func (n *Node) wait(ctx context.Context, f raft.Future, what, retry string) error {
+	done := ctx.Done()
+	if done == nil {
+		return n.mapErr(f.Error(), what, retry)
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }()
+	select {
+	case err := <-ch:
+		return n.mapErr(err, what, retry)
+	case <-done:
+		select {
+		case err := <-ch: // both ready: the real answer wins
+			return n.mapErr(err, what, retry)
+		default:
+			return n.mapErr(ctx.Err(), what, retry)
+		}
+	}
+}
+
+// Apply replicates cmd and returns the state machine's Result. It works only
+// on the leader; elsewhere it returns a *NotLeaderError. A Result that
+// carries an error (Result.Err) is also returned as the error, so callers
+// check err alone.
+//
+// ctx's deadline bounds the wait to enqueue the command. If ctx ends, the
+// leader loses leadership, or the queue is full, the outcome is unknown
+// (dag.KindUnavailable, KindDeadlineExceeded or KindCancelled): retry with
+// the same Command, whose RequestID makes a second apply answer from the
+// dedupe table instead of applying again.
+func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
+	if cmd.Body == nil {
+		return Result{}, invalid("raftmeta: apply request %s: command has no body", cmd.RequestID)
+	}
+	what := cmd.Body.Type().String() + " request " + cmd.RequestID.String()
+	if cmd.RequestID.IsZero() {
+		return Result{}, invalid("raftmeta: %s: zero request ID; pick one with NewRequestID", what)
+	}
+	if err := cmd.Body.validate(); err != nil {
+		return Result{}, err
+	}
+	retry := "retry with the same request ID " + cmd.RequestID.String()
+	if err := ctx.Err(); err != nil {
+		return Result{}, n.mapErr(err, what, retry)
+	}
+	switch n.raft.State() {
+	case raft.Leader:
+	case raft.Shutdown:
+		return Result{}, n.mapErr(raft.ErrRaftShutdown, what, retry)
+	default:
+		return Result{}, n.notLeader()
+	}
+	data, err := EncodeCommand(cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	f := n.raft.Apply(data, timeout(ctx))
+	if err := n.wait(ctx, f, what, retry); err != nil {
+		return Result{}, err
+	}
+	res, ok := f.Response().(Result)
+	if !ok {
+		return Result{}, dag.Errorf(dag.KindInternal, "raftmeta: %s: state machine answered %T", what, f.Response())
+	}
+	return res, res.Err()
+}
+
+// AllocTask allocates the next task ID.
+func (n *Node) AllocTask(ctx context.Context, req RequestID) (dag.TaskID, error) {
+	r, err := n.Apply(ctx, Command{RequestID: req, Body: AllocTask{}})
+	return r.Task, err
+}
+
+// AllocStage allocates the next stage ID of task.
+func (n *Node) AllocStage(ctx context.Context, req RequestID, task dag.TaskID) (dag.StageID, error) {
+	r, err := n.Apply(ctx, Command{RequestID: req, Body: AllocStage{Task: task}})
+	return r.Stage, err
+}
+
+// AllocSubtasks allocates count subtask indexes of (task, stage) and returns
+// the first: the range is [base, base+count).
+func (n *Node) AllocSubtasks(ctx context.Context, req RequestID, task dag.TaskID, stage dag.StageID, count uint64) (base uint64, err error) {
+	r, err := n.Apply(ctx, Command{RequestID: req, Body: AllocSubtasks{Task: task, Stage: stage, N: count}})
+	return r.Base, err
+}
+
+// SubmitJob records a SUBMITTED job and returns its new task ID. graph and
+// options are opaque CBOR; submitted is the time to record.
+func (n *Node) SubmitJob(ctx context.Context, req RequestID, graph, options []byte, submitted time.Time) (dag.TaskID, error) {
+	r, err := n.Apply(ctx, Command{RequestID: req, Body: SubmitJob{Graph: graph, Options: options, Time: submitted}})
+	return r.Task, err
+}
+
+// BeginStage allocates the next stage of task's job with count subtask
+// indexes and appends it to the job record, in one Raft entry.
+func (n *Node) BeginStage(ctx context.Context, req RequestID, task dag.TaskID, count uint64) (Stage, error) {
+	r, err := n.Apply(ctx, Command{RequestID: req, Body: BeginStage{Task: task, N: count}})
+	return Stage{ID: r.Stage, Base: r.Base, Count: r.Count}, err
+}
+
+// SetJobStatus moves a job forward (see JobStatus).
+func (n *Node) SetJobStatus(ctx context.Context, req RequestID, s SetJobStatus) error {
+	_, err := n.Apply(ctx, Command{RequestID: req, Body: s})
+	return err
+}
+
+// DeleteJob forgets a terminal job and its sequences.
+func (n *Node) DeleteJob(ctx context.Context, req RequestID, task dag.TaskID) error {
+	_, err := n.Apply(ctx, Command{RequestID: req, Body: DeleteJob{Task: task}})
+	return err
+}
+
+// RegisterRaylet records (or replaces) a raylet.
+func (n *Node) RegisterRaylet(ctx context.Context, req RequestID, r Raylet) error {
+	_, err := n.Apply(ctx, Command{RequestID: req, Body: RegisterRaylet{Raylet: r}})
+	return err
+}
+
+// DeregisterRaylet forgets a raylet.
+func (n *Node) DeregisterRaylet(ctx context.Context, req RequestID, id string) error {
+	_, err := n.Apply(ctx, Command{RequestID: req, Body: DeregisterRaylet{ID: id}})
+	return err
+}
+
+// Job returns task's job record from the local replica (possibly stale on a
+// follower; call Barrier on the leader first for a fresh read). Its slices
+// are shared with the state machine: read only.
+func (n *Node) Job(task dag.TaskID) (Job, bool) { return n.fsm.Job(task) }
+
+// Jobs returns every job record from the local replica, by task ID.
+func (n *Node) Jobs() []Job { return n.fsm.Jobs() }
+
+// Raylets returns every registered raylet from the local replica, by ID.
+func (n *Node) Raylets() []Raylet { return n.fsm.Raylets() }
+
+// Barrier waits, on the leader, until every entry committed before it has
+// been applied to the local FSM, so that reads after it are fresh.
+func (n *Node) Barrier(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return n.mapErr(err, "barrier", "retry")
+	}
+	return n.wait(ctx, n.raft.Barrier(timeout(ctx)), "barrier", "retry")
+}
+
+// IsLeader reports whether this head is the leader right now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the leader this head knows of, or empty strings.
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Stats is a point-in-time view of a Node's Raft state.
+type Stats struct {
+	ID, Addr             string
+	State                string // "leader", "follower", "candidate" or "shutdown"
+	Term                 uint64
+	CommitIndex          uint64
+	AppliedIndex         uint64
+	LastIndex            uint64
+	LastContact          time.Time // last contact with the leader (zero if none yet)
+	LeaderID, LeaderAddr string
+}
+
+// Stats returns this head's Raft state.
+func (n *Node) Stats() Stats {
+	id, addr := n.Leader()
+	return Stats{
+		ID:           n.id,
+		Addr:         n.addr,
+		State:        strings.ToLower(n.raft.State().String()),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		LastIndex:    n.raft.LastIndex(),
+		LastContact:  n.raft.LastContact(),
+		LeaderID:     id,
+		LeaderAddr:   addr,
+	}
+}
+
+// Servers returns the cluster's current voters as this head knows them.
+func (n *Node) Servers() ([]Server, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, n.mapErr(err, "list servers", "retry")
+	}
+	var out []Server
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Server{ID: string(s.ID), Addr: string(s.Address)})
+	}
+	return out, nil
+}
+
+// AddVoter adds (or re-addresses) a voting head. Leader only. The new head
+// must be running with an empty Bootstrap list; it catches up from the log
+// or a snapshot. Adding a voter that is already there is harmless.
+func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
+	if id == "" || addr == "" {
+		return invalid("raftmeta: add voter %q at %q: both an ID and an address are needed", id, addr)
+	}
+	what := fmt.Sprintf("add voter %s at %s", id, addr)
+	if err := ctx.Err(); err != nil {
+		return n.mapErr(err, what, "retry")
+	}
+	f := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout(ctx))
+	return n.wait(ctx, f, what, "retry; adding the same voter again is harmless")
+}
+
+// RemoveServer removes a head from the cluster. Leader only. A leader that
+// removes itself steps down once the change commits. The removed head is no
+// longer contacted, but it may not learn of its removal: call Shutdown on it.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if id == "" {
+		return invalid("raftmeta: remove server: empty ID")
+	}
+	what := "remove server " + id
+	if err := ctx.Err(); err != nil {
+		return n.mapErr(err, what, "retry")
+	}
+	f := n.raft.RemoveServer(raft.ServerID(id), 0, timeout(ctx))
+	return n.wait(ctx, f, what, "retry; removing it again is harmless")
+}

@@ -1,0 +1,124 @@
+package raftmeta
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+)
+
+// JobStatus is where a job stands. A job moves forward only:
+// SUBMITTED → RUNNING → SUCCEEDED | FAILED | CANCELLED, and SUBMITTED may go
+// straight to a terminal state (a job cancelled or failed before it ran).
+// Terminal states never change. The zero value is not a status. Values are
+// numbered for the wire; never renumber one.
+type JobStatus uint8
+
+const (
+	JobSubmitted JobStatus = 1
+	JobRunning   JobStatus = 2
+	JobSucceeded JobStatus = 3
+	JobFailed    JobStatus = 4
+	JobCancelled JobStatus = 5
+)
+
+var jobStatusNames = [...]string{
+	JobSubmitted: "SUBMITTED",
+	JobRunning:   "RUNNING",
+	JobSucceeded: "SUCCEEDED",
+	JobFailed:    "FAILED",
+	JobCancelled: "CANCELLED",
+}
+
+func (s JobStatus) String() string {
+	if s.Valid() {
+		return jobStatusNames[s]
+	}
+	return fmt.Sprintf("JobStatus(%d)", uint8(s))
+}
+
+// Valid reports whether s is one of the five statuses.
+func (s JobStatus) Valid() bool { return s >= JobSubmitted && s <= JobCancelled }
+
+// Terminal reports whether s is SUCCEEDED, FAILED or CANCELLED.
+func (s JobStatus) Terminal() bool { return s >= JobSucceeded && s <= JobCancelled }
+
+// rank orders statuses for the forward-only rule: all terminal states share
+// the last rank.
+func (s JobStatus) rank() int {
+	switch {
+	case s == JobSubmitted:
+		return 0
+	case s == JobRunning:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Stage is one committed lowering stage of a job: its stage ID and the range
+// [Base, Base+Count) of subtask indexes it was given.
+type Stage struct {
+	ID    dag.StageID `cbor:"1,keyasint"`
+	Base  uint64      `cbor:"2,keyasint"`
+	Count uint64      `cbor:"3,keyasint"`
+}
+
+// Job is the replicated record of one submitted job. Graph and Options are
+// opaque CBOR owned by the head; raftmeta never decodes them. Submitted and
+// Finished come from the commands that set them (the leader's clock when it
+// proposed them), never from the state machine's clock, so every replica
+// holds the same record.
+//
+// A Job returned by Node.Job, Node.Jobs or FSM.Job shares its slices with the
+// state machine: read them, never modify them.
+type Job struct {
+	Task      dag.TaskID     `cbor:"1,keyasint"`
+	Graph     []byte         `cbor:"2,keyasint"`
+	Options   []byte         `cbor:"3,keyasint,omitempty"`
+	Status    JobStatus      `cbor:"4,keyasint"`
+	Error     string         `cbor:"5,keyasint,omitempty"`
+	Results   []dag.ObjectID `cbor:"6,keyasint,omitempty"`
+	Stages    []Stage        `cbor:"7,keyasint,omitempty"`
+	Submitted time.Time      `cbor:"8,keyasint"`
+	Finished  time.Time      `cbor:"9,keyasint"`
+}
+
+// Raylet is the replicated identity of one raylet: who it is and where to
+// reach it. Liveness (heartbeats, free slots, queue lengths) is soft state of
+// the leader's scheduler and does not live in Raft.
+type Raylet struct {
+	ID            string    `cbor:"1,keyasint"`
+	Addr          string    `cbor:"2,keyasint"`
+	Slots         int       `cbor:"3,keyasint"`
+	StoreCapacity int64     `cbor:"4,keyasint"`
+	Registered    time.Time `cbor:"5,keyasint"`
+}
+
+// Times in commands and records must be zero or within [1970, 2100). They
+// are kept to the microsecond, in UTC. The shared CBOR codec writes
+// times as float seconds, which holds a microsecond exactly only within
+// this range, and every replica must decode the same instant.
+var (
+	minTime = time.Unix(0, 0).UTC()
+	maxTime = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func checkTime(what string, t time.Time) error {
+	if !t.IsZero() && (t.Before(minTime) || !t.Before(maxTime)) {
+		return invalid("%s: time %v is outside [%v, %v); pass the current time", what, t, minTime, maxTime)
+	}
+	return nil
+}
+
+// normTime rounds t to the microsecond in UTC, the precision the codec keeps.
+func normTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.Round(time.Microsecond).UTC()
+}
+
+// MaxRayletIDLen caps a raylet ID and address so that a careless caller cannot
+// grow every replica's state without bound.
+const MaxRayletIDLen = 256
