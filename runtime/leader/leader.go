@@ -1,0 +1,309 @@
+// Package leader keeps a transport session to the current head leader. Any
+// head can be named at the start; the package asks it who leads, connects
+// there, and when the leader changes or the session breaks it finds the new
+// leader by itself. Calls that fail because there is no leader yet, or
+// because the head they reached is no longer the leader, are retried with
+// backoff until the caller's context ends.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/runtime/wire"
+	"github.com/phobos-project/phobos/transport"
+)
+
+// Config configures a Conn.
+type Config struct {
+	// Heads are addresses of any heads of the cluster.
+	Heads     []string
+	Transport transport.Config
+	// Handler serves calls and messages the leader sends on the session
+	// (may be nil).
+	Handler transport.Handler
+	// OnConnect runs on every new leader session before any call uses it,
+	// e.g. to register a raylet. An error drops the session and retries.
+	OnConnect func(ctx context.Context, s *transport.Session) error
+	Logger    *slog.Logger
+}
+
+// Conn is a session to the head leader that follows leadership changes. It
+// is safe for concurrent use.
+type Conn struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	sess    *transport.Session
+	dialing chan struct{} // closed when the current dial attempt ends
+	known   []string      // head addresses, last known leader first
+	closed  bool
+	done    chan struct{}
+}
+
+// New returns a Conn; it connects on first use.
+func New(cfg Config) *Conn {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Conn{cfg: cfg, log: log, known: append([]string(nil), cfg.Heads...), done: make(chan struct{})}
+}
+
+// Retryable reports whether err means "try again, perhaps elsewhere": no
+// leader, a former leader, or a broken session.
+func Retryable(err error) bool {
+	return errors.Is(err, dag.ErrNotLeader) || errors.Is(err, dag.ErrUnavailable)
+}
+
+// Session returns a session to the leader, connecting if needed. It waits
+// for a leader until ctx ends.
+func (c *Conn) Session(ctx context.Context) (*transport.Session, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		s, err := c.session(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if !Retryable(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		c.log.Debug("no leader session yet", "err", err)
+		if serr := sleep(ctx, jitter(backoff)); serr != nil {
+			return nil, fmt.Errorf("find the head leader among %v: %w (last error: %v)", c.cfg.Heads, serr, err)
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// Current returns the current leader session without connecting, or nil.
+func (c *Conn) Current() *transport.Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess != nil && c.sess.Err() == nil {
+		return c.sess
+	}
+	return nil
+}
+
+// session returns the current session or runs one connection attempt;
+// concurrent callers share the attempt.
+func (c *Conn) session(ctx context.Context) (*transport.Session, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, dag.Errorf(dag.KindUnavailable, "connection to the head leader is closed")
+	}
+	if s := c.sess; s != nil {
+		select {
+		case <-s.Done():
+			c.sess = nil
+		default:
+			c.mu.Unlock()
+			return s, nil
+		}
+	}
+	if ch := c.dialing; ch != nil {
+		c.mu.Unlock()
+		select {
+		case <-ch:
+			return c.session(ctx)
+		case <-ctx.Done():
+			return nil, dag.Errorf(dag.KindDeadlineExceeded, "waiting for the head leader: %w", ctx.Err())
+		}
+	}
+	ch := make(chan struct{})
+	c.dialing = ch
+	known := append([]string(nil), c.known...)
+	c.mu.Unlock()
+
+	s, err := c.connect(ctx, known)
+
+	c.mu.Lock()
+	c.dialing = nil
+	close(ch)
+	if err == nil {
+		if c.closed {
+			c.mu.Unlock()
+			s.Close()
+			return nil, dag.Errorf(dag.KindUnavailable, "connection to the head leader is closed")
+		}
+		c.sess = s
+	}
+	c.mu.Unlock()
+	return s, err
+}
+
+// connect asks the known heads who leads and connects to the leader.
+func (c *Conn) connect(ctx context.Context, heads []string) (*transport.Session, error) {
+	var lastErr error
+	tried := map[string]bool{}
+	for len(heads) > 0 {
+		addr := heads[0]
+		heads = heads[1:]
+		if tried[addr] {
+			continue
+		}
+		tried[addr] = true
+		s, err := transport.Dial(ctx, addr, c.cfg.Transport)
+		if err != nil {
+			if errors.Is(err, dag.ErrPermissionDenied) {
+				return nil, err // a wrong token will not get better
+			}
+			lastErr = fmt.Errorf("head %s: %w", addr, err)
+			continue
+		}
+		if c.cfg.Handler != nil {
+			s.Serve(c.cfg.Handler)
+		} else {
+			s.Serve(nopHandler{})
+		}
+		var ld wire.Leader
+		if err := s.Call(ctx, wire.MethodLeader, struct{}{}, &ld); err != nil {
+			s.Close()
+			lastErr = fmt.Errorf("ask head %s for the leader: %w", addr, err)
+			continue
+		}
+		if ld.ID == "" {
+			s.Close()
+			lastErr = dag.Errorf(dag.KindUnavailable, "head %s knows no leader yet (election in progress?)", addr)
+			continue
+		}
+		if ld.ID != s.RemoteID() {
+			s.Close()
+			c.remember(ld.Addr)
+			heads = append([]string{ld.Addr}, heads...)
+			delete(tried, ld.Addr)
+			continue
+		}
+		if c.cfg.OnConnect != nil {
+			if err := c.cfg.OnConnect(ctx, s); err != nil {
+				s.Close()
+				if !Retryable(err) {
+					return nil, err
+				}
+				lastErr = fmt.Errorf("set up session with leader %s: %w", addr, err)
+				continue
+			}
+		}
+		c.remember(addr)
+		c.log.Debug("connected to head leader", "id", ld.ID, "addr", addr)
+		return s, nil
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no head addresses")
+	}
+	return nil, dag.Errorf(dag.KindUnavailable, "no head leader reachable: %w", lastErr)
+}
+
+// remember puts addr first in the list of known heads.
+func (c *Conn) remember(addr string) {
+	if addr == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := []string{addr}
+	for _, a := range c.known {
+		if a != addr {
+			out = append(out, a)
+		}
+	}
+	c.known = out
+}
+
+// drop forgets s if it is still the current session.
+func (c *Conn) drop(s *transport.Session) {
+	c.mu.Lock()
+	if c.sess == s {
+		c.sess = nil
+	}
+	c.mu.Unlock()
+	s.Close()
+}
+
+// Call calls the leader, retrying retryable failures until ctx ends. Only
+// use it for calls that are safe to repeat (idempotent, or deduplicated by a
+// request ID).
+func (c *Conn) Call(ctx context.Context, m transport.Method, req, resp any) error {
+	backoff := 10 * time.Millisecond
+	for {
+		s, err := c.Session(ctx)
+		if err != nil {
+			return err
+		}
+		err = s.Call(ctx, m, req, resp)
+		if err == nil || !Retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		c.log.Debug("retrying call to the leader", "method", m, "err", err)
+		if errors.Is(err, dag.ErrNotLeader) || s.Err() != nil {
+			c.drop(s)
+		}
+		if err := sleep(ctx, jitter(backoff)); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// Send sends a one-way message on the current leader session.
+func (c *Conn) Send(ctx context.Context, m transport.Method, msg any) error {
+	s, err := c.Session(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Send(m, msg)
+}
+
+// Close closes the session; later calls fail.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	s := c.sess
+	c.sess = nil
+	c.mu.Unlock()
+	if s != nil {
+		return s.Close()
+	}
+	return nil
+}
+
+// Done is closed when Close is called.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return dag.Errorf(dag.KindDeadlineExceeded, "%w", ctx.Err())
+	}
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d)/2+1))
+}
+
+type nopHandler struct{}
+
+func (nopHandler) HandleCall(ctx context.Context, s *transport.Session, m transport.Method, b transport.Body) (any, error) {
+	return nil, dag.Errorf(dag.KindInvalidArgument, "method %d is not served here", m)
+}
+func (nopHandler) HandleMessage(s *transport.Session, m transport.Method, b transport.Body) {}
+func (nopHandler) HandleStream(s *transport.Session, st net.Conn)                           { st.Close() }

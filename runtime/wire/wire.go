@@ -1,0 +1,282 @@
+// Package wire defines the messages phobos processes exchange over
+// transport sessions: method numbers and their CBOR request and reply
+// bodies. Every struct uses integer keys (keyasint) so fields can be added
+// without breaking older peers; never renumber a key or a method.
+//
+// wire holds no behaviour beyond small helpers on the messages.
+package wire
+
+import (
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/transport"
+)
+
+// Methods served by every head.
+const (
+	// MethodLeader asks a head who the leader is. Any head answers.
+	MethodLeader transport.Method = 1
+	// MethodClusterStatus returns heads and raylets. Any head answers.
+	MethodClusterStatus transport.Method = 2
+
+	// Leader-only methods: a follower answers dag.KindNotLeader.
+	MethodRegisterRaylet transport.Method = 10
+	MethodPull           transport.Method = 11 // call; long-polls until work or timeout
+	MethodComplete       transport.Method = 12 // one-way batch of completions
+	MethodHeartbeat      transport.Method = 13 // one-way
+	MethodGoodbye        transport.Method = 14 // one-way: the raylet is shutting down
+
+	MethodSubmitJob  transport.Method = 20
+	MethodWaitJob    transport.Method = 21
+	MethodReleaseJob transport.Method = 22
+	MethodCancelJob  transport.Method = 23
+	MethodListJobs   transport.Method = 24
+)
+
+// Methods a head sends to a raylet over the raylet's session.
+const (
+	MethodFreeObjects    transport.Method = 40 // one-way
+	MethodCancelSubtasks transport.Method = 41 // one-way
+)
+
+// Leader answers MethodLeader.
+type Leader struct {
+	ID   string `cbor:"1,keyasint,omitempty"`
+	Addr string `cbor:"2,keyasint,omitempty"`
+}
+
+// RegisterRaylet introduces a raylet to the leader.
+type RegisterRaylet struct {
+	ID            string `cbor:"1,keyasint"`
+	Addr          string `cbor:"2,keyasint"` // where peers and drivers reach its objects
+	Slots         int    `cbor:"3,keyasint"`
+	StoreCapacity int64  `cbor:"4,keyasint"`
+	// Held lists the objects already in its store (after a head failover).
+	Held []dag.ObjectID `cbor:"5,keyasint,omitempty"`
+}
+
+// RegisterReply answers RegisterRaylet.
+type RegisterReply struct {
+	HeadID            string        `cbor:"1,keyasint"`
+	HeartbeatInterval time.Duration `cbor:"2,keyasint"`
+}
+
+// Pull asks for up to Credits subtasks. The head answers as soon as it has
+// at least one, or with none after Wait.
+type Pull struct {
+	Credits int           `cbor:"1,keyasint"`
+	Wait    time.Duration `cbor:"2,keyasint,omitempty"`
+}
+
+// PullReply carries subtasks, highest priority first.
+type PullReply struct {
+	Subtasks []SubtaskSpec `cbor:"1,keyasint,omitempty"`
+}
+
+// SubtaskSpec is everything a raylet needs to run one subtask.
+type SubtaskSpec struct {
+	ID      dag.SubtaskID `cbor:"1,keyasint"`
+	Attempt int           `cbor:"2,keyasint,omitempty"`
+	Ops     []OpSpec      `cbor:"3,keyasint"`
+	// Outputs lists, by output index, which op's result is exported: output
+	// k is stored as object NewObjectID(ID, k).
+	Outputs []int32     `cbor:"4,keyasint"`
+	Inputs  []InputSpec `cbor:"5,keyasint,omitempty"`
+}
+
+// OpSpec is one chunk op in a subtask, in execution order.
+type OpSpec struct {
+	Op   dag.OpID `cbor:"1,keyasint"`
+	Args []byte   `cbor:"2,keyasint,omitempty"`
+	// Inputs refer to earlier ops of the subtask (k >= 0) or to the
+	// subtask's external inputs (-(k+1) is Inputs[k] of the SubtaskSpec).
+	Inputs []int32   `cbor:"3,keyasint,omitempty"`
+	Index  []int32   `cbor:"4,keyasint,omitempty"`
+	Shape  []int64   `cbor:"5,keyasint,omitempty"`
+	DType  dag.DType `cbor:"6,keyasint"`
+}
+
+// InputSpec is an object a subtask reads from another subtask.
+type InputSpec struct {
+	Object dag.ObjectID `cbor:"1,keyasint"`
+	Size   int64        `cbor:"2,keyasint"`
+	// Locations are raylet addresses holding the object, best first.
+	Locations []string `cbor:"3,keyasint,omitempty"`
+}
+
+// ExternalInput encodes a reference to the subtask's k-th external input.
+func ExternalInput(k int) int32 { return int32(-(k + 1)) }
+
+// IsExternal splits an OpSpec input reference.
+func IsExternal(ref int32) (k int, ok bool) {
+	if ref < 0 {
+		return int(-ref - 1), true
+	}
+	return int(ref), false
+}
+
+// Complete reports finished (or failed) subtasks.
+type Complete struct {
+	Done []Completion `cbor:"1,keyasint"`
+}
+
+// Completion is the outcome of one attempt of one subtask.
+type Completion struct {
+	ID      dag.SubtaskID `cbor:"1,keyasint"`
+	Attempt int           `cbor:"2,keyasint,omitempty"`
+	// Sizes are the byte sizes of the outputs, by output index (success only).
+	Sizes []int64 `cbor:"3,keyasint,omitempty"`
+	// Kind and Error describe a failure; Kind 0 with an empty Error is success.
+	Kind  dag.Kind `cbor:"4,keyasint,omitempty"`
+	Error string   `cbor:"5,keyasint,omitempty"`
+	// Fetched lists input objects the raylet copied into its store to run
+	// the subtask; it now holds them too.
+	Fetched []dag.ObjectID `cbor:"6,keyasint,omitempty"`
+}
+
+// Failed reports whether the attempt failed.
+func (c *Completion) Failed() bool { return c.Kind != 0 || c.Error != "" }
+
+// Heartbeat tells the leader a raylet is alive and how it is doing.
+type Heartbeat struct {
+	Store StoreStats `cbor:"1,keyasint"`
+	// Running is the number of subtasks executing now.
+	Running int `cbor:"2,keyasint"`
+}
+
+// StoreStats summarises a raylet's object store.
+type StoreStats struct {
+	Capacity int64 `cbor:"1,keyasint"`
+	Used     int64 `cbor:"2,keyasint"`
+	Objects  int   `cbor:"3,keyasint"`
+	Pinned   int   `cbor:"4,keyasint"`
+}
+
+// FreeObjects tells a raylet to delete objects nobody needs any more.
+type FreeObjects struct {
+	IDs []dag.ObjectID `cbor:"1,keyasint"`
+}
+
+// CancelSubtasks tells a raylet to interrupt running subtasks.
+type CancelSubtasks struct {
+	IDs []dag.SubtaskID `cbor:"1,keyasint"`
+}
+
+// JobOptions are a job's settings, chosen by the driver.
+type JobOptions struct {
+	Retries   int           `cbor:"1,keyasint,omitempty"` // re-runs of a failed subtask before FATAL; 0 = default
+	ResultTTL time.Duration `cbor:"2,keyasint,omitempty"` // results are freed this long after the job ends unless released; 0 = default
+	Fusion    string        `cbor:"3,keyasint,omitempty"` // "chain" (default) or "none"
+	Name      string        `cbor:"4,keyasint,omitempty"`
+}
+
+// SubmitJob submits a tileable graph. RequestID makes a retried submission
+// create the job once.
+type SubmitJob struct {
+	RequestID [16]byte          `cbor:"1,keyasint"`
+	Graph     dag.TileableGraph `cbor:"2,keyasint"`
+	Options   JobOptions        `cbor:"3,keyasint"`
+}
+
+// SubmitReply answers SubmitJob once the job is committed.
+type SubmitReply struct {
+	Task dag.TaskID `cbor:"1,keyasint"`
+}
+
+// WaitJob waits up to Timeout for a job to end, then reports it.
+type WaitJob struct {
+	Task    dag.TaskID    `cbor:"1,keyasint"`
+	Timeout time.Duration `cbor:"2,keyasint,omitempty"`
+}
+
+// JobRef names a job.
+type JobRef struct {
+	Task dag.TaskID `cbor:"1,keyasint"`
+}
+
+// JobStatus describes a job.
+type JobStatus struct {
+	Task   dag.TaskID `cbor:"1,keyasint"`
+	Status string     `cbor:"2,keyasint"` // SUBMITTED, RUNNING, SUCCEEDED, FAILED, CANCELLED
+	Kind   dag.Kind   `cbor:"3,keyasint,omitempty"`
+	Error  string     `cbor:"4,keyasint,omitempty"`
+	// Subtasks and Finished count the job's subtasks.
+	Subtasks  int         `cbor:"5,keyasint,omitempty"`
+	Finished  int         `cbor:"6,keyasint,omitempty"`
+	Results   []ResultRef `cbor:"7,keyasint,omitempty"`
+	Name      string      `cbor:"8,keyasint,omitempty"`
+	Submitted time.Time   `cbor:"9,keyasint,omitempty"`
+	Ended     time.Time   `cbor:"10,keyasint,omitempty"`
+}
+
+// Terminal reports whether the job has ended.
+func (j *JobStatus) Terminal() bool {
+	return j.Status == "SUCCEEDED" || j.Status == "FAILED" || j.Status == "CANCELLED"
+}
+
+// ResultRef locates one output tileable of a job.
+type ResultRef struct {
+	Meta    dag.Meta    `cbor:"1,keyasint"`
+	NSplits [][]int64   `cbor:"2,keyasint,omitempty"`
+	Chunks  []ObjectRef `cbor:"3,keyasint"`
+}
+
+// ObjectRef locates one object.
+type ObjectRef struct {
+	ID        dag.ObjectID `cbor:"1,keyasint"`
+	Size      int64        `cbor:"2,keyasint"`
+	Meta      dag.Meta     `cbor:"3,keyasint"`
+	Locations []string     `cbor:"4,keyasint,omitempty"`
+}
+
+// ListJobs answers MethodListJobs.
+type ListJobs struct {
+	Jobs []JobStatus `cbor:"1,keyasint"`
+}
+
+// ClusterStatus answers MethodClusterStatus.
+type ClusterStatus struct {
+	Leader  string       `cbor:"1,keyasint"`
+	Term    uint64       `cbor:"2,keyasint"`
+	Heads   []HeadInfo   `cbor:"3,keyasint"`
+	Raylets []RayletInfo `cbor:"4,keyasint"`
+}
+
+// HeadInfo describes one head as the answering head sees it.
+type HeadInfo struct {
+	ID          string `cbor:"1,keyasint" json:"id"`
+	Addr        string `cbor:"2,keyasint" json:"addr"`
+	Role        string `cbor:"3,keyasint" json:"role"`
+	CommitIndex uint64 `cbor:"4,keyasint" json:"commit_index"`
+	Term        uint64 `cbor:"5,keyasint" json:"term,omitempty"`
+}
+
+// RayletInfo describes one registered raylet.
+type RayletInfo struct {
+	ID    string     `cbor:"1,keyasint" json:"id"`
+	Addr  string     `cbor:"2,keyasint" json:"addr"`
+	State string     `cbor:"3,keyasint" json:"state"` // alive, lost, registered (known to Raft, not connected to this head)
+	Slots int        `cbor:"4,keyasint" json:"slots"`
+	Store StoreStats `cbor:"5,keyasint" json:"store"`
+}
+
+// Bulk streams: the opener writes one StreamRequest (transport.WriteMsg),
+// the server answers with one ObjectHeader and, if found, Size raw bytes.
+
+// StreamGetObject asks a raylet for an object's bytes.
+const StreamGetObject = 1
+
+// StreamRequest opens a bulk stream.
+type StreamRequest struct {
+	Kind int          `cbor:"1,keyasint"`
+	ID   dag.ObjectID `cbor:"2,keyasint"`
+}
+
+// ObjectHeader precedes an object's bytes on a bulk stream.
+type ObjectHeader struct {
+	Size  int64    `cbor:"1,keyasint"`
+	Meta  []byte   `cbor:"2,keyasint,omitempty"`
+	Kind  dag.Kind `cbor:"3,keyasint,omitempty"` // non-zero: not served, see Error
+	Error string   `cbor:"4,keyasint,omitempty"`
+}
