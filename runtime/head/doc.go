@@ -1,0 +1,13 @@
+// Package head is the head daemon: it runs the Raft replica of the
+// cluster's metadata (package raftmeta) and, on the leader, the scheduler.
+//
+// Every head serves MethodLeader and MethodClusterStatus; the leader also
+// serves raylets (register, pull, completions, heartbeats) and drivers
+// (submit, wait, cancel, release, list). A follower answers leader-only
+// methods with dag.KindNotLeader, and package runtime/leader on the client
+// side finds the leader and retries.
+//
+// The scheduler itself (Scheduler) is a pure state machine; Server owns the
+// lock around it and carries out its effects: messages to raylets, Raft
+// writes of job outcomes, wake-ups of waiting pulls and job waiters.
+package head

@@ -1,0 +1,493 @@
+package head
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/codec"
+	"github.com/phobos-project/phobos/lowering"
+	"github.com/phobos-project/phobos/raftmeta"
+	"github.com/phobos-project/phobos/runtime/wire"
+	"github.com/phobos-project/phobos/transport"
+)
+
+// effectWork is a copy of scheduler effects to carry out after the lock is
+// released: messages to raylets and Raft writes never happen under s.mu.
+type effectWork struct {
+	free   []sessionMsg
+	cancel []sessionMsg
+	ended  []endedJob
+}
+
+type sessionMsg struct {
+	sess *transport.Session
+	m    transport.Method
+	msg  any
+}
+
+type endedJob struct {
+	task    dag.TaskID
+	status  raftmeta.JobStatus
+	err     error
+	results []dag.ObjectID
+	cancel  bool // a cancelled or failed job still has kernels to wait for
+}
+
+// effectsLocked turns scheduler effects into work; it wakes pulls and job
+// waiters at once. s.mu must be held.
+func (s *Server) effectsLocked(fx *Effects) effectWork {
+	var w effectWork
+	w.add(s, fx)
+	return w
+}
+
+func (w *effectWork) add(s *Server, fx *Effects) {
+	for r, ids := range fx.Free {
+		if len(ids) == 0 || r >= len(s.raylets) || s.raylets[r] == nil {
+			continue
+		}
+		w.free = append(w.free, sessionMsg{s.raylets[r].sess, wire.MethodFreeObjects, wire.FreeObjects{IDs: append([]dag.ObjectID(nil), ids...)}})
+	}
+	for r, ids := range fx.Cancel {
+		if len(ids) == 0 || r >= len(s.raylets) || s.raylets[r] == nil {
+			continue
+		}
+		w.cancel = append(w.cancel, sessionMsg{s.raylets[r].sess, wire.MethodCancelSubtasks, wire.CancelSubtasks{IDs: append([]dag.SubtaskID(nil), ids...)}})
+	}
+	for _, r := range fx.Wake {
+		if int(r) < len(s.raylets) && s.raylets[r] != nil {
+			select {
+			case s.raylets[r].wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	for _, t := range fx.Ended {
+		info, ok := s.sched.Job(t)
+		if !ok {
+			continue
+		}
+		e := endedJob{task: t, err: info.Err}
+		switch info.Status {
+		case JobSucceeded:
+			e.status = raftmeta.JobSucceeded
+			for _, r := range info.Results {
+				for _, c := range r.Chunks {
+					e.results = append(e.results, c.ID)
+				}
+			}
+		case JobFailed:
+			e.status = raftmeta.JobFailed
+		case JobCancelled:
+			e.status = raftmeta.JobCancelled
+		default:
+			continue
+		}
+		if m := s.jobMeta[t]; m != nil && m.ended.IsZero() {
+			m.ended = time.Now()
+		}
+		if ch, ok := s.jobDone[t]; ok {
+			close(ch)
+			delete(s.jobDone, t)
+		}
+		w.ended = append(w.ended, e)
+	}
+}
+
+// do carries out effect work: sends to raylets and records job outcomes in
+// Raft.
+func (s *Server) do(w effectWork) {
+	for _, m := range w.free {
+		if err := m.sess.Send(m.m, m.msg); err != nil {
+			s.log.Debug("free objects", "raylet", m.sess.RemoteID(), "err", err)
+		}
+	}
+	for _, m := range w.cancel {
+		if err := m.sess.Send(m.m, m.msg); err != nil {
+			s.log.Debug("cancel subtasks", "raylet", m.sess.RemoteID(), "err", err)
+		}
+	}
+	for _, e := range w.ended {
+		e := e
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.recordEnd(e)
+		}()
+	}
+}
+
+// recordEnd commits a job's outcome to Raft and schedules the release of
+// its results after the TTL.
+func (s *Server) recordEnd(e endedJob) {
+	msg := ""
+	if e.err != nil {
+		msg = e.err.Error()
+	}
+	req := raftmeta.NewRequestID()
+	err := retry(s.ctx, func(ctx context.Context) error {
+		return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: e.task, Status: e.status, Error: msg, Results: e.results, Time: time.Now()})
+	})
+	if err != nil {
+		s.log.Warn("record job outcome", "task", e.task, "status", e.status, "err", err)
+	}
+	ttl := s.cfg.ResultTTL
+	s.mu.Lock()
+	if m := s.jobMeta[e.task]; m != nil && m.opts.ResultTTL > 0 {
+		ttl = m.opts.ResultTTL
+	}
+	s.mu.Unlock()
+	if e.status == raftmeta.JobSucceeded {
+		time.AfterFunc(ttl, func() {
+			if s.ctx.Err() == nil {
+				s.releaseJob(e.task)
+			}
+		})
+	}
+}
+
+// retry runs f until it succeeds, fails for good, or a minute passes.
+// Raft writes that fail with an unknown outcome are retried with the same
+// request ID by f, so they apply once.
+func retry(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	backoff := 10 * time.Millisecond
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(cctx)
+		ccancel()
+		if err == nil || !errors.Is(err, dag.ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// submit commits a job and starts it. Bad graphs are refused before
+// anything reaches Raft.
+func (s *Server) submit(ctx context.Context, req wire.SubmitJob) (any, error) {
+	if !s.node.IsLeader() {
+		return nil, s.notLeader()
+	}
+	if _, err := lowering.ParseFusion(req.Options.Fusion); err != nil {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: %v", err)
+	}
+	if req.Options.Retries < 0 {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: retries %d must not be negative", req.Options.Retries)
+	}
+	var zero [16]byte
+	if req.RequestID == zero {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: missing request id")
+	}
+	tiled, err := lowering.Tile(&req.Graph, dag.Ops)
+	if err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	graph, err := codec.Marshal(req.Graph)
+	if err != nil {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: encode graph: %w", err)
+	}
+	opts, err := codec.Marshal(req.Options)
+	if err != nil {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: encode options: %w", err)
+	}
+	now := time.Now()
+	task, err := s.node.SubmitJob(ctx, raftmeta.RequestID(req.RequestID), graph, opts, now)
+	if err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	if err := s.startJob(ctx, task, tiled, req.Options, now); err != nil {
+		return nil, err
+	}
+	return wire.SubmitReply{Task: task}, nil
+}
+
+// startJob lowers a committed job and hands it to the scheduler. It is
+// idempotent: a job already scheduled (a retried submit, or a resume racing
+// a submit) is left alone.
+func (s *Server) startJob(ctx context.Context, task dag.TaskID, tiled *lowering.Tiled, opts wire.JobOptions, submitted time.Time) error {
+	s.mu.Lock()
+	if s.sched == nil {
+		s.mu.Unlock()
+		return s.notLeader()
+	}
+	if _, ok := s.sched.Job(task); ok {
+		s.mu.Unlock()
+		return nil
+	}
+	if ch, ok := s.starting[task]; ok {
+		s.mu.Unlock()
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	started := make(chan struct{})
+	s.starting[task] = started
+	index, slots := s.sched.AliveSlots()
+	term := s.term
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.starting, task)
+		s.mu.Unlock()
+		close(started)
+	}()
+
+	fusion, _ := lowering.ParseFusion(opts.Fusion)
+	rec, _ := s.node.Job(task)
+	alloc := func(n int) (dag.StageID, uint64, error) {
+		if len(rec.Stages) > 0 {
+			st := rec.Stages[0]
+			if st.Count != uint64(n) {
+				return 0, 0, dag.Errorf(dag.KindInternal, "job %d lowers to %d subtasks but its committed stage has %d; was the head upgraded mid-job?", task, n, st.Count)
+			}
+			return st.ID, st.Base, nil
+		}
+		req := raftmeta.NewRequestID()
+		var st raftmeta.Stage
+		err := retry(ctx, func(ctx context.Context) error {
+			var err error
+			st, err = s.node.BeginStage(ctx, req, task, uint64(n))
+			return err
+		})
+		return st.ID, st.Base, err
+	}
+	plan, err := tiled.Plan(task, lowering.Options{Fusion: fusion, Slots: slots}, alloc)
+	if err != nil {
+		s.failJob(task, err)
+		return fmt.Errorf("job %d: %w", task, err)
+	}
+	if rec.Status != raftmeta.JobRunning {
+		req := raftmeta.NewRequestID()
+		if err := retry(ctx, func(ctx context.Context) error {
+			return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: task, Status: raftmeta.JobRunning, Time: time.Now()})
+		}); err != nil {
+			return fmt.Errorf("job %d: mark running: %w", task, err)
+		}
+	}
+
+	s.mu.Lock()
+	if s.sched == nil || s.term != term {
+		s.mu.Unlock()
+		return s.notLeader()
+	}
+	s.jobMeta[task] = &jobMeta{opts: opts, submitted: submitted}
+	s.jobDone[task] = make(chan struct{})
+	retries := opts.Retries
+	if retries == 0 {
+		retries = s.sched.Retries
+	}
+	fx := s.sched.AddJob(task, plan, retries, index)
+	work := s.effectsLocked(fx)
+	s.mu.Unlock()
+	s.do(work)
+	s.log.Info("job started", "task", task, "subtasks", plan.Stage.Len(), "raylets", len(slots))
+	return nil
+}
+
+// failJob records a job that could not even be scheduled.
+func (s *Server) failJob(task dag.TaskID, cause error) {
+	req := raftmeta.NewRequestID()
+	err := retry(s.ctx, func(ctx context.Context) error {
+		return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: task, Status: raftmeta.JobFailed, Error: cause.Error(), Time: time.Now()})
+	})
+	if err != nil {
+		s.log.Warn("record failed job", "task", task, "err", err)
+	}
+}
+
+// waitJob waits for a job to end (up to req.Timeout) and reports it.
+func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
+	if !s.node.IsLeader() {
+		return nil, s.notLeader()
+	}
+	s.mu.Lock()
+	if s.sched == nil {
+		s.mu.Unlock()
+		return nil, s.notLeader()
+	}
+	done, running := s.jobDone[req.Task]
+	_, starting := s.starting[req.Task]
+	s.mu.Unlock()
+	if (running || starting) && req.Timeout > 0 {
+		t := time.NewTimer(min(req.Timeout, time.Minute))
+		defer t.Stop()
+		if starting && !running {
+			// Lowering is under way; report progress after the wait.
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		} else {
+			select {
+			case <-done:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		}
+	}
+	return s.jobStatus(req.Task)
+}
+
+// jobStatus reports a job from the scheduler if it is there, else from Raft.
+func (s *Server) jobStatus(task dag.TaskID) (wire.JobStatus, error) {
+	s.mu.Lock()
+	if s.sched != nil {
+		if info, ok := s.sched.Job(task); ok {
+			st := wire.JobStatus{Task: task, Status: info.Status.String(), Subtasks: info.Subtasks, Finished: info.Done, Results: info.Results}
+			if info.Err != nil {
+				st.Error, st.Kind = info.Err.Error(), dag.KindOf(info.Err)
+			}
+			if m := s.jobMeta[task]; m != nil {
+				st.Name, st.Submitted, st.Ended = m.opts.Name, m.submitted, m.ended
+			}
+			s.mu.Unlock()
+			return st, nil
+		}
+	}
+	s.mu.Unlock()
+	rec, ok := s.node.Job(task)
+	if !ok {
+		return wire.JobStatus{}, dag.Errorf(dag.KindNotFound, "job %d not found", task)
+	}
+	return recordStatus(rec), nil
+}
+
+func recordStatus(rec raftmeta.Job) wire.JobStatus {
+	st := wire.JobStatus{Task: rec.Task, Status: rec.Status.String(), Error: rec.Error, Submitted: rec.Submitted, Ended: rec.Finished}
+	switch rec.Status {
+	case raftmeta.JobFailed:
+		st.Kind = dag.KindFatal
+	case raftmeta.JobCancelled:
+		st.Kind = dag.KindCancelled
+	}
+	var opts wire.JobOptions
+	if codec.Unmarshal(rec.Options, &opts) == nil {
+		st.Name = opts.Name
+	}
+	for _, stg := range rec.Stages {
+		st.Subtasks += int(stg.Count)
+	}
+	if rec.Status == raftmeta.JobSucceeded {
+		st.Finished = st.Subtasks
+		st.Kind = dag.KindNotFound
+		st.Error = fmt.Sprintf("job %d succeeded but its results were released or expired", rec.Task)
+	}
+	return st
+}
+
+// cancelJob cancels a running job; cancelling an ended job is a no-op that
+// reports its status.
+func (s *Server) cancelJob(task dag.TaskID) (any, error) {
+	if !s.node.IsLeader() {
+		return nil, s.notLeader()
+	}
+	s.mu.Lock()
+	if s.sched == nil {
+		s.mu.Unlock()
+		return nil, s.notLeader()
+	}
+	fx, ok := s.sched.Cancel(task)
+	work := s.effectsLocked(fx)
+	s.mu.Unlock()
+	s.do(work)
+	if ok {
+		time.AfterFunc(s.cfg.CancelGrace, func() {
+			s.mu.Lock()
+			if s.sched == nil {
+				s.mu.Unlock()
+				return
+			}
+			work := s.effectsLocked(s.sched.Abandon(task))
+			s.mu.Unlock()
+			s.do(work)
+		})
+	}
+	return s.jobStatus(task)
+}
+
+// releaseJob frees a job's results.
+func (s *Server) releaseJob(task dag.TaskID) error {
+	s.mu.Lock()
+	if s.sched == nil {
+		s.mu.Unlock()
+		return s.notLeader()
+	}
+	fx, ok := s.sched.Release(task)
+	work := s.effectsLocked(fx)
+	if ok {
+		delete(s.jobMeta, task)
+	}
+	s.mu.Unlock()
+	s.do(work)
+	if !ok {
+		if _, found := s.node.Job(task); !found {
+			return dag.Errorf(dag.KindNotFound, "job %d not found", task)
+		}
+	}
+	return nil
+}
+
+func (s *Server) listJobs() wire.ListJobs {
+	var out wire.ListJobs
+	for _, rec := range s.node.Jobs() {
+		st, err := s.jobStatus(rec.Task)
+		if err != nil {
+			st = recordStatus(rec)
+		}
+		st.Results = nil
+		out.Jobs = append(out.Jobs, st)
+	}
+	return out
+}
+
+// clusterStatus describes the heads (as this head sees them) and raylets.
+func (s *Server) clusterStatus() wire.ClusterStatus {
+	st := s.node.Stats()
+	leaderID, _ := s.node.Leader()
+	out := wire.ClusterStatus{Leader: leaderID, Term: st.Term}
+	servers, err := s.node.Servers()
+	if err != nil {
+		servers = []raftmeta.Server{{ID: s.cfg.ID, Addr: s.addr}}
+	}
+	for _, sv := range servers {
+		h := wire.HeadInfo{ID: sv.ID, Addr: sv.Addr, Role: "follower"}
+		if sv.ID == leaderID {
+			h.Role = "leader"
+		}
+		if sv.ID == s.cfg.ID {
+			h.Role = st.State
+			h.CommitIndex = st.CommitIndex
+			h.Term = st.Term
+		}
+		out.Heads = append(out.Heads, h)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.node.Raylets() {
+		info := wire.RayletInfo{ID: r.ID, Addr: r.Addr, Slots: r.Slots, State: "registered"}
+		if s.sched != nil {
+			info.State = "lost"
+			if idx, ok := s.sched.Raylet(r.ID); ok && int(idx) < len(s.raylets) && s.raylets[idx] != nil {
+				info.State = "alive"
+				info.Store = s.sched.raylets[idx].store
+			}
+		}
+		out.Raylets = append(out.Raylets, info)
+	}
+	return out
+}

@@ -1,0 +1,919 @@
+package head
+
+import (
+	"container/heap"
+	"fmt"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/lowering"
+	"github.com/phobos-project/phobos/runtime/wire"
+)
+
+// State is a subtask's state, as in the seeds.
+type State uint8
+
+const (
+	Unscheduled State = iota // waiting for inputs
+	Ready                    // inputs available; queued on a raylet
+	Running                  // dispatched to a raylet
+	Finished                 // outputs stored
+	Freed                    // outputs deleted: every consumer finished
+	Fatal                    // failed after its retries
+	Cancelling               // cancel sent to the raylet running it
+	Cancelled                // cancelled
+)
+
+var stateNames = [...]string{"UNSCHEDULED", "READY", "RUNNING", "FINISHED", "FREED", "FATAL", "CANCELLING", "CANCELLED"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// JobState is where a job stands in the scheduler.
+type JobState uint8
+
+const (
+	JobRunning JobState = iota
+	JobSucceeded
+	JobFailed
+	JobCancelled
+)
+
+func (s JobState) String() string {
+	return [...]string{"RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}[s]
+}
+
+// Defaults for the scheduler's policies.
+const (
+	DefaultRetries = 3
+	// A fetched input read by more than this many subtasks is a broadcast
+	// input: it counts zero in placement, since every reader's raylet will
+	// hold a copy anyway.
+	DefaultBroadcast = 8
+	// An idle raylet steals queued work whose inputs total at most this.
+	DefaultStealBytes = 64 << 20
+)
+
+// Scheduler is the leader's scheduling state machine: jobs, their subtask
+// states, raylets and their ready queues. It is pure: it does no I/O, starts
+// no goroutines and reads no clock. Callers feed it events (a raylet came or
+// went, a pull, a completion, a cancel) and carry out the effects it
+// returns (free these objects on that raylet, wake that raylet's pull, this
+// job ended). It is not safe for concurrent use; the head serializes calls.
+type Scheduler struct {
+	Retries    int
+	Broadcast  int
+	StealBytes int64
+
+	raylets []*raylet
+	byID    map[string]int32
+	jobs    map[dag.TaskID]*job
+	seq     uint64
+
+	fx Effects
+}
+
+// Effects are what the caller must do after an event. The slices are
+// reused by the next event: act on them before calling the scheduler again.
+type Effects struct {
+	Free   [][]dag.ObjectID // by raylet index
+	Cancel [][]dag.SubtaskID
+	Wake   []int32 // raylets that got work
+	Ended  []dag.TaskID
+}
+
+func (e *Effects) reset(n int) {
+	for len(e.Free) < n {
+		e.Free = append(e.Free, nil)
+		e.Cancel = append(e.Cancel, nil)
+	}
+	for i := range e.Free {
+		e.Free[i] = e.Free[i][:0]
+		e.Cancel[i] = e.Cancel[i][:0]
+	}
+	e.Wake = e.Wake[:0]
+	e.Ended = e.Ended[:0]
+}
+
+type raylet struct {
+	id, addr string
+	slots    int
+	alive    bool
+	running  int
+	queue    readyQueue
+	store    wire.StoreStats
+}
+
+type job struct {
+	task     dag.TaskID
+	retries  int
+	plan     *lowering.Plan
+	sg       *dag.SubtaskGraph
+	state    []State
+	attempts []uint8
+	waiting  []int32 // predecessors whose outputs are not available
+	pending  []int32 // successors not finished (their readers)
+	where    []int32 // raylet queued on, running on, or holding the outputs
+	qseq     []uint64
+	copies   map[int32][]int32 // subtask -> other raylets holding its outputs
+	size     []int64           // per chunk: stored bytes of exported chunks
+	result   []bool            // per chunk: a result of the job
+	done     int               // subtasks finished or freed
+	active   int               // subtasks running or cancelling
+	status   JobState
+	err      error
+	ended    bool // Ended was reported
+	released bool
+}
+
+// NewScheduler returns an empty scheduler with default policies.
+func NewScheduler() *Scheduler {
+	return &Scheduler{
+		Retries: DefaultRetries, Broadcast: DefaultBroadcast, StealBytes: DefaultStealBytes,
+		byID: map[string]int32{}, jobs: map[dag.TaskID]*job{},
+	}
+}
+
+func (s *Scheduler) begin() *Effects {
+	s.fx.reset(len(s.raylets))
+	return &s.fx
+}
+
+// AddRaylet registers a raylet, or marks a known one alive again, and
+// returns its index.
+func (s *Scheduler) AddRaylet(id, addr string, slots int) int32 {
+	if r, ok := s.byID[id]; ok {
+		rv := s.raylets[r]
+		rv.addr, rv.slots, rv.alive = addr, slots, true
+		return r
+	}
+	s.raylets = append(s.raylets, &raylet{id: id, addr: addr, slots: slots, alive: true})
+	r := int32(len(s.raylets) - 1)
+	s.byID[id] = r
+	return r
+}
+
+// Raylet returns the index of a raylet by ID.
+func (s *Scheduler) Raylet(id string) (int32, bool) {
+	r, ok := s.byID[id]
+	return r, ok
+}
+
+// AliveSlots lists the alive raylets and their slots, for initial
+// assignment: lowering's raylet k is index[k].
+func (s *Scheduler) AliveSlots() (index []int32, slots []int) {
+	for i, r := range s.raylets {
+		if r.alive {
+			index = append(index, int32(i))
+			slots = append(slots, r.slots)
+		}
+	}
+	return index, slots
+}
+
+// SetStoreStats records a raylet's last reported store usage.
+func (s *Scheduler) SetStoreStats(r int32, st wire.StoreStats) { s.raylets[r].store = st }
+
+// AddJob starts scheduling a lowered job. rayletOf maps the plan's raylet
+// indexes (from AliveSlots) to scheduler raylets.
+func (s *Scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, rayletOf []int32) *Effects {
+	fx := s.begin()
+	if _, ok := s.jobs[task]; ok {
+		return fx
+	}
+	sg := plan.Stage
+	n := sg.Len()
+	if retries <= 0 {
+		retries = s.Retries
+	}
+	j := &job{
+		task: task, retries: retries, plan: plan, sg: sg,
+		state: make([]State, n), attempts: make([]uint8, n),
+		waiting: make([]int32, n), pending: make([]int32, n),
+		where: make([]int32, n), qseq: make([]uint64, n),
+		copies: map[int32][]int32{},
+		size:   make([]int64, sg.Chunks.Len()),
+		result: make([]bool, sg.Chunks.Len()),
+	}
+	for _, r := range plan.Results {
+		for _, id := range r.Objects {
+			// Result chunks are found through their owner's outputs.
+			st := int32(id.Subtask().Index() - sg.Base)
+			j.result[sg.OutputsOf(st)[id.Output()]] = true
+		}
+	}
+	s.jobs[task] = j
+	for i := int32(0); i < int32(n); i++ {
+		j.waiting[i] = int32(len(sg.Preds.Row(i)))
+		j.pending[i] = int32(len(sg.Succs.Row(i)))
+		j.where[i] = -1
+	}
+	if n == 0 {
+		s.finish(j, JobSucceeded, nil)
+		return fx
+	}
+	for i := int32(0); i < int32(n); i++ {
+		if j.waiting[i] != 0 {
+			continue
+		}
+		r := int32(-1)
+		if a := sg.Subtasks[i].Raylet; a >= 0 && int(a) < len(rayletOf) && s.raylets[rayletOf[a]].alive {
+			r = rayletOf[a]
+		}
+		s.makeReady(j, i, r)
+	}
+	return fx
+}
+
+// makeReady queues subtask i of j on raylet r, or on the best raylet for
+// its inputs when r < 0.
+func (s *Scheduler) makeReady(j *job, i int32, r int32) {
+	if r < 0 {
+		r = s.place(j, i, -1)
+	}
+	j.state[i] = Ready
+	j.where[i] = r
+	if r < 0 {
+		return // no raylet alive: it waits for one (see AddRaylet/requeue)
+	}
+	s.seq++
+	j.qseq[i] = s.seq
+	rv := s.raylets[r]
+	heap.Push(&rv.queue, entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority})
+	s.wake(r)
+}
+
+func (s *Scheduler) wake(r int32) {
+	for _, w := range s.fx.Wake {
+		if w == r {
+			return
+		}
+	}
+	s.fx.Wake = append(s.fx.Wake, r)
+}
+
+// place picks the alive raylet holding the most bytes of i's inputs
+// (broadcast inputs count zero), ties to more free slots, then the shorter
+// queue. avoid (if >= 0) is passed over when another raylet is alive.
+func (s *Scheduler) place(j *job, i int32, avoid int32) int32 {
+	var bytes [64]int64
+	held := bytes[:0]
+	if len(s.raylets) <= len(bytes) {
+		held = bytes[:len(s.raylets)]
+	} else {
+		held = make([]int64, len(s.raylets))
+	}
+	for _, p := range j.sg.Preds.Row(i) {
+		if len(j.sg.Succs.Row(p)) > s.Broadcast {
+			continue
+		}
+		var b int64
+		for _, c := range j.sg.OutputsOf(p) {
+			b += j.size[c]
+		}
+		if w := j.where[p]; w >= 0 {
+			held[w] += b
+		}
+		for _, w := range j.copies[p] {
+			held[w] += b
+		}
+	}
+	best := int32(-1)
+	for r, rv := range s.raylets {
+		if !rv.alive || (int32(r) == avoid && s.aliveCount() > 1) {
+			continue
+		}
+		if best < 0 || s.better(int32(r), best, held) {
+			best = int32(r)
+		}
+	}
+	return best
+}
+
+func (s *Scheduler) better(a, b int32, held []int64) bool {
+	if held[a] != held[b] {
+		return held[a] > held[b]
+	}
+	ra, rb := s.raylets[a], s.raylets[b]
+	fa, fb := ra.slots-ra.running, rb.slots-rb.running
+	if fa != fb {
+		return fa > fb
+	}
+	return ra.queue.Len() < rb.queue.Len()
+}
+
+func (s *Scheduler) aliveCount() int {
+	n := 0
+	for _, r := range s.raylets {
+		if r.alive {
+			n++
+		}
+	}
+	return n
+}
+
+// Pull dispatches up to credits subtasks to raylet r, highest priority
+// first, appending their specs to out. An idle raylet steals from the
+// longest queue.
+func (s *Scheduler) Pull(r int32, credits int, out []wire.SubtaskSpec) []wire.SubtaskSpec {
+	rv := s.raylets[r]
+	if !rv.alive {
+		return out
+	}
+	for credits > 0 {
+		e, ok := s.pop(r)
+		if !ok {
+			e, ok = s.steal(r)
+			if !ok {
+				break
+			}
+		}
+		j := e.j
+		j.state[e.i] = Running
+		j.where[e.i] = r
+		j.active++
+		rv.running++
+		out = append(out, s.spec(j, e.i))
+		credits--
+	}
+	return out
+}
+
+// pop takes the best valid entry of r's queue.
+func (s *Scheduler) pop(r int32) (entry, bool) {
+	q := &s.raylets[r].queue
+	for q.Len() > 0 {
+		e := heap.Pop(q).(entry)
+		if e.valid(r) {
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
+// steal takes the best entry of the longest other queue whose inputs are
+// cheap to move, if that raylet has more queued than it can start.
+func (s *Scheduler) steal(thief int32) (entry, bool) {
+	victim := int32(-1)
+	for r, rv := range s.raylets {
+		if int32(r) == thief || !rv.alive {
+			continue
+		}
+		if rv.queue.Len() > rv.slots-rv.running && (victim < 0 || rv.queue.Len() > s.raylets[victim].queue.Len()) {
+			victim = int32(r)
+		}
+	}
+	if victim < 0 {
+		return entry{}, false
+	}
+	q := &s.raylets[victim].queue
+	for q.Len() > 0 {
+		e := heap.Pop(q).(entry)
+		if !e.valid(victim) {
+			continue
+		}
+		if s.inputBytes(e.j, e.i) <= s.StealBytes {
+			return e, true
+		}
+		heap.Push(q, e) // too heavy to move: leave it and stop looking
+		return entry{}, false
+	}
+	return entry{}, false
+}
+
+func (s *Scheduler) inputBytes(j *job, i int32) int64 {
+	var b int64
+	for _, p := range j.sg.Preds.Row(i) {
+		for _, c := range j.sg.OutputsOf(p) {
+			b += j.size[c]
+		}
+	}
+	return b
+}
+
+// spec builds the wire form of subtask i.
+func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
+	sg := j.sg
+	cg := sg.Chunks
+	chunks := sg.ChunksOf(i)
+	sp := wire.SubtaskSpec{ID: sg.ID(i), Attempt: int(j.attempts[i]), Ops: make([]wire.OpSpec, len(chunks))}
+	for k, c := range chunks {
+		op := &sp.Ops[k]
+		n := &cg.Nodes[c]
+		op.Op, op.Args, op.DType = n.Op, cg.NodeArgs(c), n.DType
+		op.Index, op.Shape = cg.Index(c), cg.Shape(c)
+		ins := cg.Inputs(c)
+		op.Inputs = make([]int32, len(ins))
+		for x, in := range ins {
+			if sg.Owner[in] == i {
+				op.Inputs[x] = int32(indexOf(chunks, in))
+				continue
+			}
+			id, _ := sg.ObjectOf(in)
+			k := -1
+			for y := range sp.Inputs {
+				if sp.Inputs[y].Object == id {
+					k = y
+					break
+				}
+			}
+			if k < 0 {
+				sp.Inputs = append(sp.Inputs, wire.InputSpec{Object: id, Size: j.size[in], Locations: s.locations(j, sg.Owner[in])})
+				k = len(sp.Inputs) - 1
+			}
+			op.Inputs[x] = wire.ExternalInput(k)
+		}
+	}
+	outs := sg.OutputsOf(i)
+	sp.Outputs = make([]int32, len(outs))
+	for k, c := range outs {
+		sp.Outputs[k] = int32(indexOf(chunks, c))
+	}
+	return sp
+}
+
+func indexOf(s []int32, v int32) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// locations lists the addresses of alive raylets holding p's outputs.
+func (s *Scheduler) locations(j *job, p int32) []string {
+	var out []string
+	if w := j.where[p]; w >= 0 && s.raylets[w].alive {
+		out = append(out, s.raylets[w].addr)
+	}
+	for _, w := range j.copies[p] {
+		if s.raylets[w].alive {
+			out = append(out, s.raylets[w].addr)
+		}
+	}
+	return out
+}
+
+// Complete applies a raylet's report on one subtask attempt.
+func (s *Scheduler) Complete(r int32, c *wire.Completion) *Effects {
+	fx := s.begin()
+	j, i, ok := s.lookup(c.ID)
+	if !ok {
+		return fx // a job that ended or was released
+	}
+	if j.where[i] != r || j.attempts[i] != uint8(c.Attempt) {
+		return fx // stale: from an attempt we gave up on
+	}
+	switch j.state[i] {
+	case Running:
+	case Cancelling:
+		j.state[i] = Cancelled
+		s.stopped(j, i, r)
+		s.maybeEndCancelled(j)
+		return fx
+	default:
+		return fx
+	}
+	s.stopped(j, i, r)
+	if c.Failed() {
+		s.failed(j, i, r, c)
+		return fx
+	}
+	for k, size := range c.Sizes {
+		outs := j.sg.OutputsOf(i)
+		if k < len(outs) {
+			j.size[outs[k]] = size
+		}
+	}
+	for _, id := range c.Fetched {
+		if pj, pi, ok := s.lookup(id.Subtask()); ok && pj == j && j.where[pi] != r && !contains(j.copies[pi], r) {
+			j.copies[pi] = append(j.copies[pi], r)
+		}
+	}
+	j.state[i] = Finished
+	j.done++
+	for _, u := range j.sg.Succs.Row(i) {
+		if j.state[u] == Unscheduled || j.state[u] == Ready || j.state[u] == Running {
+			j.waiting[u]--
+			if j.waiting[u] == 0 && j.state[u] == Unscheduled {
+				s.makeReady(j, u, -1)
+			}
+		}
+	}
+	for _, p := range j.sg.Preds.Row(i) {
+		j.pending[p]--
+		if j.pending[p] == 0 && j.state[p] == Finished {
+			s.free(j, p)
+		}
+	}
+	if j.pending[i] == 0 {
+		s.free(j, i) // frees only what is not a result
+	}
+	if j.done == len(j.state) && j.status == JobRunning {
+		s.finish(j, JobSucceeded, nil)
+	}
+	return fx
+}
+
+func contains(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// stopped accounts for a subtask that no longer runs on r.
+func (s *Scheduler) stopped(j *job, i, r int32) {
+	j.active--
+	s.raylets[r].running--
+}
+
+// failed handles a failed attempt: retry, preferring another raylet, or
+// give up and fail the job with the op's own error.
+func (s *Scheduler) failed(j *job, i, r int32, c *wire.Completion) {
+	if c.Kind == dag.KindCancelled || c.Kind == dag.KindInterrupted {
+		if j.status != JobRunning {
+			j.state[i] = Cancelled
+			s.maybeEndCancelled(j)
+			return
+		}
+	}
+	j.attempts[i]++
+	if int(j.attempts[i]) <= j.retries && j.status == JobRunning {
+		if j.waiting[i] > 0 {
+			j.state[i] = Unscheduled // an input was lost meanwhile and is being rebuilt
+			return
+		}
+		s.makeReady(j, i, s.place(j, i, r))
+		return
+	}
+	j.state[i] = Fatal
+	if j.status == JobRunning {
+		err := dag.Errorf(dag.KindFatal, "job %d failed: subtask %s (%s) failed after %d attempts: %s",
+			j.task, c.ID, s.opNames(j, i), j.attempts[i], c.Error)
+		s.cancelAll(j, JobFailed, err)
+	}
+}
+
+func (s *Scheduler) opNames(j *job, i int32) string {
+	out := ""
+	for k, c := range j.sg.ChunksOf(i) {
+		if k > 0 {
+			out += "+"
+		}
+		out += dag.Ops.Name(j.sg.Chunks.Nodes[c].Op)
+	}
+	return out
+}
+
+// free deletes subtask p's outputs that are not job results from every
+// raylet holding them.
+func (s *Scheduler) free(j *job, p int32) {
+	var ids []dag.ObjectID
+	for k, c := range j.sg.OutputsOf(p) {
+		if j.result[c] && !j.released {
+			continue
+		}
+		ids = append(ids, dag.NewObjectID(j.sg.ID(p), uint32(k)))
+	}
+	if len(ids) == 0 {
+		return
+	}
+	s.freeOn(j.where[p], ids)
+	for _, w := range j.copies[p] {
+		s.freeOn(w, ids)
+	}
+	if len(ids) == len(j.sg.OutputsOf(p)) {
+		j.state[p] = Freed
+		delete(j.copies, p)
+	}
+}
+
+func (s *Scheduler) freeOn(r int32, ids []dag.ObjectID) {
+	if r < 0 || !s.raylets[r].alive {
+		return
+	}
+	s.fx.Free[r] = append(s.fx.Free[r], ids...)
+}
+
+// lookup finds the job and index of a subtask ID.
+func (s *Scheduler) lookup(id dag.SubtaskID) (*job, int32, bool) {
+	j, ok := s.jobs[id.Task()]
+	if !ok || id.Stage() != j.sg.Stage {
+		return nil, 0, false
+	}
+	ix := id.Index()
+	if ix < j.sg.Base || ix-j.sg.Base >= uint64(len(j.state)) {
+		return nil, 0, false
+	}
+	return j, int32(ix - j.sg.Base), true
+}
+
+func (s *Scheduler) finish(j *job, st JobState, err error) {
+	j.status, j.err = st, err
+	if !j.ended {
+		j.ended = true
+		s.fx.Ended = append(s.fx.Ended, j.task)
+	}
+}
+
+// Cancel cancels a running job: queued and waiting subtasks are dropped,
+// running ones are interrupted (Effects.Cancel). The job ends CANCELLED when
+// every running subtask has stopped. Cancelling an ended job does nothing
+// and reports false.
+func (s *Scheduler) Cancel(task dag.TaskID) (*Effects, bool) {
+	fx := s.begin()
+	j, ok := s.jobs[task]
+	if !ok || j.status != JobRunning {
+		return fx, false
+	}
+	s.cancelAll(j, JobCancelled, dag.Errorf(dag.KindCancelled, "job %d was cancelled", task))
+	return fx, true
+}
+
+// cancelAll stops every unfinished subtask of j and ends the job with st
+// once nothing runs.
+func (s *Scheduler) cancelAll(j *job, st JobState, err error) {
+	j.status, j.err = st, err
+	for i := range j.state {
+		switch j.state[i] {
+		case Unscheduled, Ready:
+			j.state[i] = Cancelled
+		case Running:
+			j.state[i] = Cancelling
+			if r := j.where[i]; r >= 0 {
+				s.fx.Cancel[r] = append(s.fx.Cancel[r], j.sg.ID(int32(i)))
+			}
+		}
+	}
+	s.maybeEndCancelled(j)
+}
+
+// maybeEndCancelled reports a cancelled or failed job as ended once no
+// subtask of it runs.
+func (s *Scheduler) maybeEndCancelled(j *job) {
+	if j.active == 0 && j.status != JobRunning && j.status != JobSucceeded && !j.ended {
+		j.ended = true
+		s.fx.Ended = append(s.fx.Ended, j.task)
+		s.releaseAll(j)
+	}
+}
+
+// Abandon gives up on subtasks still CANCELLING (their kernels ignored the
+// interrupt): they count as stopped and the job ends.
+func (s *Scheduler) Abandon(task dag.TaskID) *Effects {
+	fx := s.begin()
+	j, ok := s.jobs[task]
+	if !ok {
+		return fx
+	}
+	for i, st := range j.state {
+		if st == Cancelling {
+			j.state[i] = Cancelled
+			s.stopped(j, int32(i), j.where[i])
+		}
+	}
+	s.maybeEndCancelled(j)
+	return fx
+}
+
+// releaseAll frees every object the job still holds.
+func (s *Scheduler) releaseAll(j *job) {
+	j.released = true
+	for i := range j.state {
+		if j.state[i] == Finished {
+			s.free(j, int32(i))
+		}
+	}
+}
+
+// Release frees a finished job's results and forgets the job.
+func (s *Scheduler) Release(task dag.TaskID) (*Effects, bool) {
+	fx := s.begin()
+	j, ok := s.jobs[task]
+	if !ok {
+		return fx, false
+	}
+	if j.status == JobRunning {
+		return fx, false
+	}
+	s.releaseAll(j)
+	delete(s.jobs, task)
+	return fx, true
+}
+
+// LoseRaylet handles a raylet that died or was cut off: its queued and
+// running subtasks go elsewhere, and objects that lived only there and are
+// still needed are rebuilt by running their producers again (recursively,
+// through lineage).
+func (s *Scheduler) LoseRaylet(r int32) *Effects {
+	fx := s.begin()
+	rv := s.raylets[r]
+	if !rv.alive {
+		return fx
+	}
+	rv.alive = false
+	rv.running = 0
+	rv.queue = rv.queue[:0]
+	for _, j := range s.jobs {
+		for i := int32(0); i < int32(len(j.state)); i++ {
+			if cs := j.copies[i]; len(cs) > 0 {
+				j.copies[i] = remove(cs, r)
+			}
+		}
+		for i := int32(0); i < int32(len(j.state)); i++ {
+			if j.where[i] != r {
+				continue
+			}
+			switch j.state[i] {
+			case Ready:
+				s.makeReady(j, i, -1)
+			case Running:
+				j.active--
+				s.makeReady(j, i, -1)
+			case Cancelling:
+				j.active--
+				j.state[i] = Cancelled
+			case Finished:
+				if cs := j.copies[i]; len(cs) > 0 {
+					j.where[i] = cs[0]
+					j.copies[i] = cs[1:]
+					continue
+				}
+				j.where[i] = -1
+				if s.needed(j, i) {
+					s.rebuild(j, i)
+				}
+			}
+		}
+		s.maybeEndCancelled(j)
+	}
+	return fx
+}
+
+func remove(s []int32, v int32) []int32 {
+	out := s[:0]
+	for _, x := range s {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// needed reports whether i's outputs are still wanted: a reader has not
+// finished, or a result has not been released.
+func (s *Scheduler) needed(j *job, i int32) bool {
+	if j.status != JobRunning && j.status != JobSucceeded {
+		return false
+	}
+	if j.pending[i] > 0 {
+		return true
+	}
+	if j.released {
+		return false
+	}
+	for _, c := range j.sg.OutputsOf(i) {
+		if j.result[c] {
+			return true
+		}
+	}
+	return false
+}
+
+// rebuild makes a finished subtask whose outputs were lost run again,
+// first rebuilding any input that is gone too.
+func (s *Scheduler) rebuild(j *job, i int32) {
+	if j.status == JobSucceeded {
+		j.status = JobRunning // a result was lost; the job runs again until it is rebuilt
+	}
+	j.done--
+	j.state[i] = Unscheduled
+	j.where[i] = -1
+	// Readers that counted i as available must wait again.
+	for _, u := range j.sg.Succs.Row(i) {
+		switch j.state[u] {
+		case Unscheduled, Running:
+			j.waiting[u]++
+		case Ready:
+			j.waiting[u]++
+			j.state[u] = Unscheduled // its queue entry is now stale
+		}
+	}
+	j.waiting[i] = 0
+	for _, p := range j.sg.Preds.Row(i) {
+		j.pending[p]++
+		switch {
+		case s.available(j, p):
+		case j.state[p] == Freed || j.state[p] == Finished:
+			s.rebuild(j, p) // makes its readers, i among them, wait for it
+		default:
+			j.waiting[i]++ // already being rebuilt
+		}
+	}
+	if j.waiting[i] == 0 {
+		s.makeReady(j, i, -1)
+	}
+}
+
+// available reports whether p's outputs exist on an alive raylet.
+func (s *Scheduler) available(j *job, p int32) bool {
+	if j.state[p] != Finished {
+		return false
+	}
+	if w := j.where[p]; w >= 0 && s.raylets[w].alive {
+		return true
+	}
+	for _, w := range j.copies[p] {
+		if s.raylets[w].alive {
+			return true
+		}
+	}
+	return false
+}
+
+// Requeue places READY subtasks that had no alive raylet when they became
+// ready; call it after AddRaylet.
+func (s *Scheduler) Requeue() *Effects {
+	fx := s.begin()
+	for _, j := range s.jobs {
+		for i := int32(0); i < int32(len(j.state)); i++ {
+			if j.state[i] == Ready && j.where[i] < 0 {
+				s.makeReady(j, i, -1)
+			}
+		}
+	}
+	return fx
+}
+
+// JobInfo is a snapshot of a job for status queries.
+type JobInfo struct {
+	Status   JobState
+	Err      error
+	Subtasks int
+	Done     int
+	Results  []wire.ResultRef
+}
+
+// Job reports on a job.
+func (s *Scheduler) Job(task dag.TaskID) (JobInfo, bool) {
+	j, ok := s.jobs[task]
+	if !ok {
+		return JobInfo{}, false
+	}
+	info := JobInfo{Status: j.status, Err: j.err, Subtasks: len(j.state), Done: j.done}
+	if j.status == JobSucceeded {
+		for _, r := range j.plan.Results {
+			ref := wire.ResultRef{Meta: r.Meta, NSplits: r.NSplits, Chunks: make([]wire.ObjectRef, len(r.Objects))}
+			for k, id := range r.Objects {
+				p := int32(id.Subtask().Index() - j.sg.Base)
+				c := j.sg.OutputsOf(p)[id.Output()]
+				ref.Chunks[k] = wire.ObjectRef{ID: id, Size: j.size[c], Meta: j.sg.Chunks.Meta(c), Locations: s.locations(j, p)}
+			}
+			info.Results = append(info.Results, ref)
+		}
+	}
+	return info, true
+}
+
+// StateOf returns subtask i's state in a job, for tests and debugging.
+func (s *Scheduler) StateOf(task dag.TaskID, i int32) State { return s.jobs[task].state[i] }
+
+// entry is a queued READY subtask.
+type entry struct {
+	j    *job
+	i    int32
+	seq  uint64
+	prio dag.Priority
+}
+
+// valid reports whether the entry still stands: it may have been moved,
+// cancelled or run since it was queued.
+func (e entry) valid(r int32) bool {
+	return e.j.state[e.i] == Ready && e.j.where[e.i] == r && e.j.qseq[e.i] == e.seq
+}
+
+// readyQueue orders entries by priority, then newest first.
+type readyQueue []entry
+
+func (q readyQueue) Len() int { return len(q) }
+func (q readyQueue) Less(a, b int) bool {
+	if q[a].prio != q[b].prio {
+		return q[a].prio.Before(q[b].prio)
+	}
+	return q[a].seq > q[b].seq
+}
+func (q readyQueue) Swap(a, b int) { q[a], q[b] = q[b], q[a] }
+func (q *readyQueue) Push(x any)   { *q = append(*q, x.(entry)) }
+func (q *readyQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}

@@ -1,0 +1,368 @@
+package head
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/phobos-project/phobos/bindings/tensor"
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/lowering"
+	"github.com/phobos-project/phobos/runtime/wire"
+)
+
+// harness drives a Scheduler with scripted events and keeps what it was
+// told to do.
+type harness struct {
+	t     *testing.T
+	s     *Scheduler
+	freed map[int32]map[dag.ObjectID]bool
+	ended []dag.TaskID
+	cxl   map[int32][]dag.SubtaskID
+}
+
+func newHarness(t *testing.T, raylets int) *harness {
+	h := &harness{t: t, s: NewScheduler(), freed: map[int32]map[dag.ObjectID]bool{}, cxl: map[int32][]dag.SubtaskID{}}
+	for i := 0; i < raylets; i++ {
+		h.s.AddRaylet(string(rune('A'+i)), "addr-"+string(rune('A'+i)), 2)
+	}
+	return h
+}
+
+func (h *harness) take(fx *Effects) {
+	for r, ids := range fx.Free {
+		for _, id := range ids {
+			if h.freed[int32(r)] == nil {
+				h.freed[int32(r)] = map[dag.ObjectID]bool{}
+			}
+			h.freed[int32(r)][id] = true
+		}
+	}
+	for r, ids := range fx.Cancel {
+		h.cxl[int32(r)] = append(h.cxl[int32(r)], ids...)
+	}
+	h.ended = append(h.ended, fx.Ended...)
+}
+
+func (h *harness) addJob(task dag.TaskID, t *tensor.Tensor, retries int) *lowering.Plan {
+	g, err := tensor.Graph(t)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	index, slots := h.s.AliveSlots()
+	p, err := lowering.Lower(g, task, lowering.Options{Slots: slots}, dag.Ops, lowering.Counter())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.take(h.s.AddJob(task, p, retries, index))
+	return p
+}
+
+// pull pulls up to n subtasks for raylet r.
+func (h *harness) pull(r int32, n int) []wire.SubtaskSpec { return h.s.Pull(r, n, nil) }
+
+func (h *harness) ok(r int32, sp wire.SubtaskSpec) {
+	sizes := make([]int64, len(sp.Outputs))
+	for i := range sizes {
+		sizes[i] = 8
+	}
+	h.take(h.s.Complete(r, &wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: sizes}))
+}
+
+func (h *harness) fail(r int32, sp wire.SubtaskSpec, kind dag.Kind, msg string) {
+	h.take(h.s.Complete(r, &wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Kind: kind, Error: msg}))
+}
+
+// drain runs everything to completion, alternating raylets.
+func (h *harness) drain(raylets ...int32) {
+	for rounds := 0; rounds < 1000; rounds++ {
+		progressed := false
+		for _, r := range raylets {
+			for _, sp := range h.pull(r, 4) {
+				h.ok(r, sp)
+				progressed = true
+			}
+		}
+		if !progressed {
+			return
+		}
+	}
+	h.t.Fatal("drain did not settle")
+}
+
+func seed(n, chunk int64) *tensor.Tensor {
+	return tensor.Ones([]int64{n}, tensor.Chunks(chunk)).Add(tensor.Ones([]int64{n}, tensor.Chunks(chunk))).Sum()
+}
+
+func TestRunToCompletionFreesIntermediates(t *testing.T) {
+	h := newHarness(t, 2)
+	p := h.addJob(1, seed(40, 5), 0) // 16 sources, 8 fused, combines 8 -> 2 -> 1
+	h.drain(0, 1)
+	if len(h.ended) != 1 || h.ended[0] != 1 {
+		t.Fatalf("ended %v", h.ended)
+	}
+	info, _ := h.s.Job(1)
+	if info.Status != JobSucceeded || info.Done != p.Stage.Len() {
+		t.Fatalf("job %+v", info)
+	}
+	// Every object but the result was freed, on the raylet that made it.
+	result := p.Results[0].Objects[0]
+	total := 0
+	for _, ids := range h.freed {
+		total += len(ids)
+		if ids[result] {
+			t.Fatal("the result was freed before release")
+		}
+	}
+	if want := p.Stage.Len() - 1; total != want {
+		t.Fatalf("freed %d objects, want %d", total, want)
+	}
+	for i := int32(0); i < int32(p.Stage.Len()); i++ {
+		want := Freed
+		if p.Stage.ID(i) == result.Subtask() {
+			want = Finished
+		}
+		if got := h.s.StateOf(1, i); got != want {
+			t.Fatalf("subtask %d is %v, want %v", i, got, want)
+		}
+	}
+	if len(info.Results) != 1 || len(info.Results[0].Chunks[0].Locations) != 1 {
+		t.Fatalf("results %+v", info.Results)
+	}
+	fx, ok := h.s.Release(1)
+	h.take(fx)
+	if !ok {
+		t.Fatal("release refused")
+	}
+	found := false
+	for _, ids := range h.freed {
+		found = found || ids[result]
+	}
+	if !found {
+		t.Fatal("release did not free the result")
+	}
+	if _, ok := h.s.Job(1); ok {
+		t.Fatal("released job still known")
+	}
+}
+
+func TestInitialAssignmentIsRespected(t *testing.T) {
+	h := newHarness(t, 2)
+	p := h.addJob(1, seed(40, 5), 0)
+	assigned := map[int32]int{}
+	for _, st := range p.Stage.Subtasks {
+		if st.Raylet >= 0 {
+			assigned[st.Raylet]++
+		}
+	}
+	if assigned[0] == 0 || assigned[1] == 0 {
+		t.Fatalf("assignment %v", assigned)
+	}
+	// Pulling no more than its own share, a raylet gets exactly its own.
+	for _, r := range []int32{0, 1} {
+		sps := h.pull(r, assigned[r])
+		if len(sps) != assigned[r] {
+			t.Fatalf("raylet %d pulled %d of its %d", r, len(sps), assigned[r])
+		}
+		for _, sp := range sps {
+			i := int32(sp.ID.Index() - p.Stage.Base)
+			if a := p.Stage.Subtasks[i].Raylet; a != r {
+				t.Fatalf("subtask %d assigned to raylet %d ran on %d", i, a, r)
+			}
+		}
+	}
+}
+
+func TestIdleRayletSteals(t *testing.T) {
+	h := newHarness(t, 2)
+	h.addJob(1, seed(40, 5), 0)
+	// Raylet 0 empties its own queue and then takes raylet 1's surplus.
+	got := len(h.pull(0, 100))
+	if got <= 8 {
+		t.Fatalf("raylet 0 pulled %d: it did not steal", got)
+	}
+	if left := len(h.pull(1, 100)); left != 2 {
+		t.Fatalf("raylet 1 kept %d queued subtasks, want its 2 slots' worth", left)
+	}
+}
+
+func TestPullOrderDeepestFirst(t *testing.T) {
+	h := newHarness(t, 1)
+	p := h.addJob(1, seed(40, 5), 0)
+	// Run two sources that feed one ADD+SUM; the ADD+SUM (deeper) must come
+	// before the remaining sources.
+	sps := h.pull(0, 16)
+	byIndex := map[int32]wire.SubtaskSpec{}
+	for _, sp := range sps {
+		byIndex[int32(sp.ID.Index()-p.Stage.Base)] = sp
+	}
+	var add int32 = -1
+	for i := int32(0); i < int32(p.Stage.Len()); i++ {
+		if len(p.Stage.Preds.Row(i)) == 2 {
+			add = i
+			break
+		}
+	}
+	for _, pr := range p.Stage.Preds.Row(add) {
+		h.ok(0, byIndex[pr])
+	}
+	next := h.pull(0, 1)
+	if len(next) != 1 || int32(next[0].ID.Index()-p.Stage.Base) != add {
+		t.Fatalf("pulled %v, want the ready ADD+SUM %d", next, add)
+	}
+}
+
+func TestRetriesThenFatal(t *testing.T) {
+	h := newHarness(t, 2)
+	h.addJob(1, tensor.Ones([]int64{4}, tensor.Chunks(4)).Sum(), 2)
+	var where []int32
+	for attempt := 0; attempt <= 2; attempt++ {
+		var sp []wire.SubtaskSpec
+		var r int32
+		for r = 0; r < 2; r++ {
+			if sp = h.pull(r, 1); len(sp) > 0 {
+				break
+			}
+		}
+		if len(sp) != 1 || sp[0].Attempt != attempt {
+			t.Fatalf("attempt %d: pulled %+v", attempt, sp)
+		}
+		where = append(where, r)
+		h.fail(r, sp[0], dag.KindFatal, "disk on fire")
+	}
+	if where[0] == where[1] {
+		t.Fatalf("retry ran on the same raylet: %v", where)
+	}
+	info, _ := h.s.Job(1)
+	if info.Status != JobFailed || !errors.Is(info.Err, dag.ErrFatal) {
+		t.Fatalf("job %+v", info)
+	}
+	for _, want := range []string{"disk on fire", "tensor.sum", "3 attempts"} {
+		if !strings.Contains(info.Err.Error(), want) {
+			t.Fatalf("error %q lacks %q", info.Err, want)
+		}
+	}
+	if len(h.ended) != 1 {
+		t.Fatalf("ended %v", h.ended)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	h := newHarness(t, 1)
+	h.addJob(1, seed(40, 5), 0)
+	running := h.pull(0, 2)
+	fx, ok := h.s.Cancel(1)
+	h.take(fx)
+	if !ok || len(h.cxl[0]) != 2 {
+		t.Fatalf("cancel ok=%v interrupts %v", ok, h.cxl)
+	}
+	if len(h.ended) != 0 {
+		t.Fatal("job ended while kernels still run")
+	}
+	if more := h.pull(0, 10); len(more) != 0 {
+		t.Fatalf("pulled %d subtasks of a cancelled job", len(more))
+	}
+	h.fail(0, running[0], dag.KindInterrupted, "execution interrupted")
+	h.ok(0, running[1]) // finished before the interrupt arrived
+	if len(h.ended) != 1 {
+		t.Fatalf("ended %v", h.ended)
+	}
+	info, _ := h.s.Job(1)
+	if info.Status != JobCancelled || !errors.Is(info.Err, dag.ErrCancelled) {
+		t.Fatalf("job %+v", info)
+	}
+	if fx, ok := h.s.Cancel(1); ok || len(fx.Cancel[0]) != 0 {
+		t.Fatal("cancelling an ended job did something")
+	}
+}
+
+func TestAbandonIgnoredInterrupt(t *testing.T) {
+	h := newHarness(t, 1)
+	h.addJob(1, seed(10, 5), 0)
+	h.pull(0, 2)
+	fx, _ := h.s.Cancel(1)
+	h.take(fx)
+	h.take(h.s.Abandon(1))
+	if len(h.ended) != 1 {
+		t.Fatalf("abandon did not end the job: %v", h.ended)
+	}
+}
+
+func TestLostRayletRebuildsThroughLineage(t *testing.T) {
+	h := newHarness(t, 1)
+	p := h.addJob(1, seed(40, 5), 0)
+	final := p.Results[0].Objects[0].Subtask()
+	// Raylet A runs everything but the final combine, so it holds every live
+	// intermediate; their inputs are freed.
+	var last wire.SubtaskSpec
+	for rounds := 0; rounds < 100; rounds++ {
+		sps := h.pull(0, 8)
+		if len(sps) == 0 {
+			break
+		}
+		for _, sp := range sps {
+			if sp.ID == final {
+				last = sp
+				continue
+			}
+			h.ok(0, sp)
+		}
+	}
+	if last.ID != final {
+		t.Fatal("the final combine never became ready")
+	}
+	b := h.s.AddRaylet("B", "addr-B", 2)
+	h.take(h.s.LoseRaylet(0))
+	h.ok(0, last) // too late: A is lost, so this is ignored
+	h.drain(b)
+	info, _ := h.s.Job(1)
+	if info.Status != JobSucceeded {
+		t.Fatalf("after losing raylet A the job is %v (%d/%d done)", info.Status, info.Done, info.Subtasks)
+	}
+	if locs := info.Results[0].Chunks[0].Locations; len(locs) != 1 || locs[0] != "addr-B" {
+		t.Fatalf("result located at %v", locs)
+	}
+}
+
+func TestLostResultIsRebuilt(t *testing.T) {
+	h := newHarness(t, 1)
+	h.addJob(1, seed(20, 5), 0)
+	h.drain(0)
+	info, _ := h.s.Job(1)
+	if info.Status != JobSucceeded {
+		t.Fatal("did not finish")
+	}
+	// Raylet A made everything and dies before the driver fetched.
+	b := h.s.AddRaylet("B", "addr-B", 2)
+	h.take(h.s.LoseRaylet(0))
+	info, _ = h.s.Job(1)
+	if info.Status != JobRunning {
+		t.Fatalf("job %v after its result was lost", info.Status)
+	}
+	h.drain(b)
+	info, _ = h.s.Job(1)
+	if info.Status != JobSucceeded || info.Results[0].Chunks[0].Locations[0] != "addr-B" {
+		t.Fatalf("job %+v", info)
+	}
+}
+
+func TestStaleCompletionIgnored(t *testing.T) {
+	h := newHarness(t, 2)
+	h.addJob(1, tensor.Ones([]int64{4}, tensor.Chunks(4)).Sum(), 0)
+	var sp []wire.SubtaskSpec
+	var r int32
+	for r = 0; r < 2; r++ {
+		if sp = h.pull(r, 1); len(sp) > 0 {
+			break
+		}
+	}
+	h.take(h.s.LoseRaylet(r)) // its subtask moves to the other raylet
+	h.ok(r, sp[0])            // the lost raylet reports anyway
+	if info, _ := h.s.Job(1); info.Status != JobRunning {
+		t.Fatalf("a stale completion finished the job: %+v", info)
+	}
+	h.drain(1 - r)
+	if info, _ := h.s.Job(1); info.Status != JobSucceeded {
+		t.Fatalf("job %+v", info)
+	}
+}
