@@ -43,6 +43,13 @@ func Lower(g *dag.TileableGraph, task dag.TaskID, opts Options, reg *dag.Registr
 	if err != nil {
 		return nil, err
 	}
+	return t.Plan(task, opts, alloc)
+}
+
+// Plan lowers an already tiled graph (see Lower). A head tiles first, so
+// that a bad graph is refused before anything is committed.
+func (t *Tiled) Plan(task dag.TaskID, opts Options, alloc Allocate) (*Plan, error) {
+	g := t.Graph
 	cg := t.Chunks
 	users := cg.Users()
 	isResult := make([]bool, cg.Len())

@@ -1,0 +1,205 @@
+package raylet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/objectstore"
+	"github.com/phobos-project/phobos/runtime/wire"
+)
+
+// run executes one subtask attempt and returns its completion. It never
+// panics on bad specs or failing kernels; a kernel panic becomes the
+// subtask's error.
+func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Completion) {
+	c = wire.Completion{ID: spec.ID, Attempt: spec.Attempt}
+	fail := func(err error) wire.Completion {
+		c.Kind = dag.KindOf(err)
+		if c.Kind == dag.KindUnknown {
+			c.Kind = dag.KindFatal
+		}
+		c.Error = err.Error()
+		c.Sizes = nil
+		return c
+	}
+
+	// Inputs: pinned views from the local store, fetched from peers if needed.
+	inputs := make([]dag.Value, len(spec.Inputs))
+	for k := range spec.Inputs {
+		in := &spec.Inputs[k]
+		obj, fetched, err := r.localOrFetch(ctx, in)
+		if err != nil {
+			return fail(fmt.Errorf("subtask %s: input %s: %w", spec.ID, in.Object, err))
+		}
+		defer r.store.Release(in.Object)
+		if fetched {
+			c.Fetched = append(c.Fetched, in.Object)
+		}
+		m, err := dag.DecodeMeta(obj.Meta)
+		if err != nil {
+			return fail(fmt.Errorf("subtask %s: input %s: %w", spec.ID, in.Object, err))
+		}
+		inputs[k] = dag.Value{Meta: m, Data: obj.Data}
+	}
+
+	outOf := make([]int32, len(spec.Ops)) // op -> output index, or -1
+	for j := range outOf {
+		outOf[j] = -1
+	}
+	for k, j := range spec.Outputs {
+		if j < 0 || int(j) >= len(spec.Ops) {
+			return fail(dag.Errorf(dag.KindInvalidArgument, "subtask %s: output %d names op %d of %d", spec.ID, k, j, len(spec.Ops)))
+		}
+		outOf[j] = int32(k)
+	}
+	a := &allocator{r: r, subtask: spec.ID}
+	defer a.abortUnsealed()
+	vals := make([]dag.Value, len(spec.Ops))
+	var ins []dag.Value
+	for j := range spec.Ops {
+		op := &spec.Ops[j]
+		ins = ins[:0]
+		for _, ref := range op.Inputs {
+			if k, ext := wire.IsExternal(ref); ext {
+				if k >= len(inputs) {
+					return fail(dag.Errorf(dag.KindInvalidArgument, "subtask %s op %d: input %d of %d", spec.ID, j, k, len(inputs)))
+				}
+				ins = append(ins, inputs[k])
+			} else {
+				if k >= j {
+					return fail(dag.Errorf(dag.KindInvalidArgument, "subtask %s op %d: reads op %d, which runs later", spec.ID, j, k))
+				}
+				ins = append(ins, vals[k])
+			}
+		}
+		a.begin(outOf[j])
+		if err := r.exec(ctx, op, ins, a); err != nil {
+			return fail(fmt.Errorf("subtask %s: %s: %w", spec.ID, dag.Ops.Name(op.Op), err))
+		}
+		v, ok := a.result()
+		if !ok {
+			return fail(dag.Errorf(dag.KindInternal, "subtask %s: %s returned without allocating its output", spec.ID, dag.Ops.Name(op.Op)))
+		}
+		vals[j] = v
+	}
+	sizes, err := a.sealAll(len(spec.Outputs))
+	if err != nil {
+		return fail(fmt.Errorf("subtask %s: %w", spec.ID, err))
+	}
+	c.Sizes = sizes
+	return c
+}
+
+// exec runs one kernel, turning a panic into an error.
+func (r *Raylet) exec(ctx context.Context, op *wire.OpSpec, ins []dag.Value, a *allocator) (err error) {
+	o, ok := dag.Ops.Lookup(op.Op)
+	if !ok {
+		return dag.Errorf(dag.KindInvalidArgument, "op %s is not registered on raylet %s; build the raylet with the bindings that define it", op.Op, r.id)
+	}
+	k, ok := o.(dag.Kernel)
+	if !ok {
+		return dag.Errorf(dag.KindInvalidArgument, "op %q has no kernel on raylet %s", o.Name(), r.id)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = dag.Errorf(dag.KindFatal, "kernel panicked: %v", p)
+		}
+	}()
+	kc := dag.KernelCall{Ctx: ctx, Args: op.Args, Index: op.Index, Shape: op.Shape, DType: op.DType, Inputs: ins, Outputs: a}
+	return k.Exec(&kc)
+}
+
+// allocator places kernel outputs: exported ones straight into the store
+// under their object IDs, the rest in scratch memory.
+type allocator struct {
+	r       *Raylet
+	subtask dag.SubtaskID
+
+	out   int32 // output index of the op being run, or -1
+	cur   dag.Value
+	have  bool
+	store []created
+}
+
+type created struct {
+	id     dag.ObjectID
+	size   int64
+	sealed bool
+	reused bool // the object already existed (an earlier attempt); keep it
+}
+
+func (a *allocator) begin(out int32) { a.out, a.have = out, false }
+
+func (a *allocator) result() (dag.Value, bool) { return a.cur, a.have }
+
+// Output implements dag.OutputAllocator.
+func (a *allocator) Output(i int, m dag.Meta, n int) ([]byte, error) {
+	if i != 0 {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "kernel asked for output %d; only single-output kernels are supported", i)
+	}
+	if a.have {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "kernel allocated output %d twice", i)
+	}
+	if n < 0 {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "kernel asked for %d bytes", n)
+	}
+	if a.out < 0 {
+		buf := scratch(n)
+		a.cur, a.have = dag.Value{Meta: m, Data: buf}, true
+		return buf, nil
+	}
+	id := dag.NewObjectID(a.subtask, uint32(a.out))
+	buf, err := a.r.store.Create(id, int64(n), dag.EncodeMeta(m))
+	if errors.Is(err, objectstore.ErrExists) {
+		// An earlier attempt (or a run before a head failover) already made
+		// this object; kernels are deterministic, so keep it and compute into
+		// scratch only to feed fused successors.
+		a.store = append(a.store, created{id: id, size: int64(n), reused: true})
+		buf = scratch(n)
+		a.cur, a.have = dag.Value{Meta: m, Data: buf}, true
+		return buf, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.store = append(a.store, created{id: id, size: int64(n)})
+	a.cur, a.have = dag.Value{Meta: m, Data: buf}, true
+	return buf, nil
+}
+
+// sealAll seals every created output and returns output sizes by index.
+func (a *allocator) sealAll(nout int) ([]int64, error) {
+	sizes := make([]int64, nout)
+	for i := range a.store {
+		c := &a.store[i]
+		sizes[c.id.Output()] = c.size
+		if c.reused {
+			continue
+		}
+		if err := a.r.store.Seal(c.id); err != nil {
+			return nil, fmt.Errorf("seal %s: %w", c.id, err)
+		}
+		c.sealed = true
+	}
+	return sizes, nil
+}
+
+// abortUnsealed frees outputs of a failed attempt.
+func (a *allocator) abortUnsealed() {
+	for _, c := range a.store {
+		if !c.sealed && !c.reused {
+			_ = a.r.store.Abort(c.id)
+		}
+	}
+}
+
+// scratch returns n bytes of 8-byte-aligned memory for intermediate values.
+func scratch(n int) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	f := make([]float64, (n+7)/8)
+	return dag.Float64sAsBytes(f)[:n]
+}

@@ -1,0 +1,407 @@
+package raylet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/objectstore"
+	"github.com/phobos-project/phobos/runtime/leader"
+	"github.com/phobos-project/phobos/runtime/wire"
+	"github.com/phobos-project/phobos/transport"
+)
+
+// Config configures a raylet.
+type Config struct {
+	// ID names the raylet in the cluster; default "<hostname>-<port>".
+	ID string
+	// Listen is where peers and drivers reach this raylet's objects;
+	// default 127.0.0.1:0.
+	Listen string
+	// Advertise is the address given to others; default the listener's.
+	Advertise string
+	// Heads are addresses of any heads.
+	Heads []string
+	// Token is the cluster token.
+	Token []byte
+	// Slots is how many subtasks run at once; default the number of CPUs.
+	Slots int
+	// Prefetch is how many subtasks beyond the free slots a pull may ask
+	// for, so a slot never idles waiting for the head; default 2.
+	Prefetch int
+	// Store configures the object store (Capacity is required).
+	Store objectstore.Config
+	// HeartbeatInterval is how often the raylet reports to the leader;
+	// default 1s.
+	HeartbeatInterval time.Duration
+	// MaxFrame caps control frames; default transport's.
+	MaxFrame int
+	// Transport, if set, is the base transport configuration (for fault
+	// injection); Token, NodeID and MaxFrame above override its fields.
+	Transport transport.Config
+	Logger    *slog.Logger
+}
+
+// Raylet is a running raylet. Its methods are safe for concurrent use.
+type Raylet struct {
+	cfg   Config
+	log   *slog.Logger
+	id    string
+	addr  string
+	tcfg  transport.Config
+	store *objectstore.Store
+	ln    *transport.Listener
+	head  *leader.Conn
+	peers *peers
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	work chan *wire.SubtaskSpec
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight int // pulled and not yet completed
+	running  int
+	pending  []wire.Completion
+	flush    chan struct{}
+	cancels  map[dag.SubtaskID]context.CancelFunc // running subtasks
+}
+
+// Start opens the store and listener, connects to the head leader and
+// starts pulling work. It returns once the listener is up; registration
+// happens in the background.
+func Start(ctx context.Context, cfg Config) (*Raylet, error) {
+	if len(cfg.Heads) == 0 {
+		return nil, errors.New("raylet: no head addresses: pass --head HOST:PORT")
+	}
+	if len(cfg.Token) == 0 {
+		return nil, errors.New("raylet: no cluster token: pass --token-file")
+	}
+	if cfg.Slots <= 0 {
+		cfg.Slots = runtime.NumCPU()
+	}
+	if cfg.Prefetch < 0 {
+		cfg.Prefetch = 0
+	} else if cfg.Prefetch == 0 {
+		cfg.Prefetch = 2
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tcfg := cfg.Transport
+	tcfg.Token = cfg.Token
+	if cfg.MaxFrame > 0 {
+		tcfg.MaxFrameSize = cfg.MaxFrame
+	}
+	tcfg.Logger = log
+
+	ln, err := transport.Listen(cfg.Listen, tcfg)
+	if err != nil {
+		return nil, fmt.Errorf("raylet: listen on %s: %w", cfg.Listen, err)
+	}
+	addr := cfg.Advertise
+	if addr == "" {
+		addr = ln.Addr().String()
+	}
+	id := cfg.ID
+	if id == "" {
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		id = fmt.Sprintf("%s-%s", host, port)
+	}
+	tcfg.NodeID = id
+	log = log.With("raylet", id)
+
+	scfg := cfg.Store
+	if scfg.Name == "" {
+		scfg.Name = id
+	}
+	if scfg.Logger == nil {
+		scfg.Logger = log
+	}
+	store, err := objectstore.Open(scfg)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("raylet %s: %w", id, err)
+	}
+
+	rctx, cancel := context.WithCancel(context.Background())
+	r := &Raylet{
+		cfg: cfg, log: log, id: id, addr: addr, tcfg: tcfg, store: store, ln: ln,
+		ctx: rctx, cancel: cancel,
+		work:    make(chan *wire.SubtaskSpec, cfg.Slots+cfg.Prefetch),
+		flush:   make(chan struct{}, 1),
+		cancels: map[dag.SubtaskID]context.CancelFunc{},
+	}
+	r.cond = sync.NewCond(&r.mu)
+	r.peers = newPeers(tcfg, log)
+	r.head = leader.New(leader.Config{
+		Heads:     cfg.Heads,
+		Transport: tcfg,
+		Handler:   headHandler{r},
+		OnConnect: r.register,
+		Logger:    log,
+	})
+
+	r.wg.Add(4 + cfg.Slots)
+	go r.acceptLoop()
+	go r.pullLoop()
+	go r.flushLoop()
+	go r.heartbeatLoop()
+	for i := 0; i < cfg.Slots; i++ {
+		go r.worker()
+	}
+	return r, nil
+}
+
+// ID returns the raylet's cluster name.
+func (r *Raylet) ID() string { return r.id }
+
+// Addr returns the address peers and drivers use.
+func (r *Raylet) Addr() string { return r.addr }
+
+// Store returns the raylet's object store.
+func (r *Raylet) Store() *objectstore.Store { return r.store }
+
+// Close stops pulling, interrupts running subtasks, closes connections and
+// removes the store's arena.
+func (r *Raylet) Close() error {
+	if s := r.head.Current(); s != nil {
+		_ = s.Send(wire.MethodGoodbye, struct{}{}) // a clean departure, not a loss
+	}
+	r.cancel()
+	r.mu.Lock()
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	r.ln.Close()
+	r.head.Close()
+	r.peers.close()
+	r.wg.Wait()
+	return r.store.Close()
+}
+
+// register introduces the raylet on a new leader session.
+func (r *Raylet) register(ctx context.Context, s *transport.Session) error {
+	st := r.store.Stats()
+	req := wire.RegisterRaylet{ID: r.id, Addr: r.addr, Slots: r.cfg.Slots, StoreCapacity: st.Capacity}
+	var rep wire.RegisterReply
+	if err := s.Call(ctx, wire.MethodRegisterRaylet, req, &rep); err != nil {
+		return fmt.Errorf("register raylet %s: %w", r.id, err)
+	}
+	r.log.Info("registered with head leader", "head", rep.HeadID)
+	// Completions not yet delivered to the previous leader are reported again.
+	r.signalFlush()
+	return nil
+}
+
+func (r *Raylet) acceptLoop() {
+	defer r.wg.Done()
+	for {
+		s, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.Serve(peerHandler{r})
+	}
+}
+
+// pullLoop asks the leader for work whenever slots or prefetch room are free.
+func (r *Raylet) pullLoop() {
+	defer r.wg.Done()
+	max := r.cfg.Slots + r.cfg.Prefetch
+	backoff := 20 * time.Millisecond
+	for {
+		r.mu.Lock()
+		for r.inflight >= max && r.ctx.Err() == nil {
+			r.cond.Wait()
+		}
+		credits := max - r.inflight
+		r.mu.Unlock()
+		if r.ctx.Err() != nil {
+			return
+		}
+		var rep wire.PullReply
+		err := r.head.Call(r.ctx, wire.MethodPull, wire.Pull{Credits: credits, Wait: 2 * time.Second}, &rep)
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("pull from head failed", "err", err)
+			if sleepCtx(r.ctx, backoff) != nil {
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 20 * time.Millisecond
+		if len(rep.Subtasks) == 0 {
+			continue
+		}
+		r.mu.Lock()
+		r.inflight += len(rep.Subtasks)
+		r.mu.Unlock()
+		for i := range rep.Subtasks {
+			r.work <- &rep.Subtasks[i]
+		}
+	}
+}
+
+func (r *Raylet) worker() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case spec := <-r.work:
+			ctx, cancel := context.WithCancel(r.ctx)
+			r.mu.Lock()
+			r.running++
+			r.cancels[spec.ID] = cancel
+			r.mu.Unlock()
+			c := r.run(ctx, spec)
+			cancel()
+			r.mu.Lock()
+			delete(r.cancels, spec.ID)
+			r.running--
+			r.inflight--
+			r.pending = append(r.pending, c)
+			r.cond.Broadcast()
+			r.mu.Unlock()
+			r.signalFlush()
+		}
+	}
+}
+
+func (r *Raylet) signalFlush() {
+	select {
+	case r.flush <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop sends completions in batches: everything that finished while
+// the previous batch was being sent goes in the next one.
+func (r *Raylet) flushLoop() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.flush:
+		}
+		r.mu.Lock()
+		batch := r.pending
+		r.pending = nil
+		r.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		if err := r.head.Send(r.ctx, wire.MethodComplete, wire.Complete{Done: batch}); err != nil {
+			if r.ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("report completions", "n", len(batch), "err", err)
+			r.mu.Lock()
+			r.pending = append(batch, r.pending...)
+			r.mu.Unlock()
+			if sleepCtx(r.ctx, 50*time.Millisecond) != nil {
+				return
+			}
+			r.signalFlush()
+		}
+	}
+}
+
+func (r *Raylet) heartbeatLoop() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		running := r.running
+		r.mu.Unlock()
+		s, err := r.head.Session(r.ctx)
+		if err != nil {
+			continue
+		}
+		if err := s.Send(wire.MethodHeartbeat, wire.Heartbeat{Store: storeStats(r.store.Stats()), Running: running}); err != nil {
+			r.log.Debug("heartbeat", "err", err)
+		}
+	}
+}
+
+func storeStats(st objectstore.Stats) wire.StoreStats {
+	return wire.StoreStats{Capacity: st.Capacity, Used: st.Used, Objects: st.Objects, Pinned: st.Pinned}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// headHandler serves what the head leader sends to this raylet.
+type headHandler struct{ r *Raylet }
+
+func (h headHandler) HandleCall(ctx context.Context, s *transport.Session, m transport.Method, b transport.Body) (any, error) {
+	return nil, dag.Errorf(dag.KindInvalidArgument, "raylet %s serves no call %d from the head", h.r.id, m)
+}
+
+func (h headHandler) HandleMessage(s *transport.Session, m transport.Method, b transport.Body) {
+	switch m {
+	case wire.MethodFreeObjects:
+		var msg wire.FreeObjects
+		if err := b.Decode(&msg); err != nil {
+			h.r.log.Warn("free objects", "err", err)
+			return
+		}
+		for _, id := range msg.IDs {
+			if err := h.r.store.Delete(id); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
+				h.r.log.Warn("free object", "id", id, "err", err)
+			}
+		}
+	case wire.MethodCancelSubtasks:
+		var msg wire.CancelSubtasks
+		if err := b.Decode(&msg); err != nil {
+			h.r.log.Warn("cancel subtasks", "err", err)
+			return
+		}
+		h.r.mu.Lock()
+		for _, id := range msg.IDs {
+			if cancel, ok := h.r.cancels[id]; ok {
+				cancel()
+			}
+		}
+		h.r.mu.Unlock()
+	default:
+		h.r.log.Warn("unknown message from head", "method", m)
+	}
+}
+
+func (h headHandler) HandleStream(s *transport.Session, st net.Conn) { h.r.serveStream(st) }
