@@ -1,0 +1,386 @@
+// Package cluster starts a phobos cluster on this machine as child
+// processes of the phobos binary: heads and raylets with their own data
+// directories, log files and a shared token file. `phobos up`, the
+// integration tests and the fault-injection harness all use it. Every
+// process it starts is stopped by PID (SIGTERM, then SIGKILL) by Stop, and
+// children are told to die with their parent (Pdeathsig) so none outlives
+// a crashed launcher.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/phobos-project/phobos/runtime/leader"
+	"github.com/phobos-project/phobos/runtime/wire"
+	"github.com/phobos-project/phobos/transport"
+)
+
+// Spec describes a local cluster.
+type Spec struct {
+	// Binary is the phobos executable; default os.Executable().
+	Binary string
+	// Dir holds data dirs, logs and the token file. Required.
+	Dir string
+	// Heads and Raylets count the processes; defaults 1 and 2.
+	Heads, Raylets int
+	// Slots per raylet; 0 lets the raylet decide.
+	Slots int
+	// StoreSize per raylet, as a flag value ("64MiB"); "" uses the default.
+	StoreSize string
+	// StoreDir for the raylets' arenas; "" uses the default.
+	StoreDir string
+	// HeadArgs and RayletArgs are extra flags for every head or raylet.
+	HeadArgs, RayletArgs []string
+	// Env is added to every child's environment.
+	Env []string
+}
+
+// Proc is one child process.
+type Proc struct {
+	Kind    string // "head" or "raylet"
+	ID      string
+	Addr    string // listen address (heads: fixed; raylets: as registered)
+	DataDir string
+	LogPath string
+	args    []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// PID returns the process ID, or 0 if it is not running.
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Running reports whether the process is alive.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Spec      Spec
+	Token     []byte
+	TokenFile string
+	Heads     []*Proc
+	Raylets   []*Proc
+}
+
+// Start starts the heads and raylets and waits until a leader is elected
+// and every raylet has registered, or ctx ends. On error every process
+// already started is stopped.
+func Start(ctx context.Context, spec Spec) (*Cluster, error) {
+	if spec.Dir == "" {
+		return nil, errors.New("cluster: no directory")
+	}
+	if spec.Heads <= 0 {
+		spec.Heads = 1
+	}
+	if spec.Raylets < 0 {
+		spec.Raylets = 0
+	}
+	if spec.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("cluster: find the phobos binary: %w", err)
+		}
+		spec.Binary = exe
+	}
+	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	var tok [32]byte
+	rand.Read(tok[:])
+	c := &Cluster{Spec: spec, Token: []byte(hex.EncodeToString(tok[:])), TokenFile: filepath.Join(spec.Dir, "token")}
+	if err := os.WriteFile(c.TokenFile, c.Token, 0o600); err != nil {
+		return nil, fmt.Errorf("cluster: write token file: %w", err)
+	}
+	ports, err := freePorts(spec.Heads)
+	if err != nil {
+		return nil, err
+	}
+	var peers []string
+	for i := 0; i < spec.Heads; i++ {
+		id := fmt.Sprintf("h%d", i+1)
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		peers = append(peers, id+"="+addr)
+		c.Heads = append(c.Heads, &Proc{Kind: "head", ID: id, Addr: addr,
+			DataDir: filepath.Join(spec.Dir, id), LogPath: filepath.Join(spec.Dir, id+".log")})
+	}
+	for _, h := range c.Heads {
+		h.args = append([]string{"head", "--id", h.ID, "--listen", h.Addr, "--data-dir", h.DataDir,
+			"--peers", strings.Join(peers, ","), "--token-file", c.TokenFile}, spec.HeadArgs...)
+		if err := c.start(h); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for i := 0; i < spec.Raylets; i++ {
+		if _, err := c.AddRaylet(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if err := c.WaitReady(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// HeadAddrs returns the heads' addresses, comma-separated.
+func (c *Cluster) HeadAddrs() string {
+	var a []string
+	for _, h := range c.Heads {
+		a = append(a, h.Addr)
+	}
+	return strings.Join(a, ",")
+}
+
+// AddRaylet starts one more raylet (it registers in the background).
+func (c *Cluster) AddRaylet() (*Proc, error) {
+	id := fmt.Sprintf("r%d", len(c.Raylets)+1)
+	p := &Proc{Kind: "raylet", ID: id, DataDir: filepath.Join(c.Spec.Dir, id), LogPath: filepath.Join(c.Spec.Dir, id+".log")}
+	p.args = []string{"raylet", "--id", id, "--head", c.HeadAddrs(), "--token-file", c.TokenFile, "--listen", "127.0.0.1:0"}
+	if c.Spec.Slots > 0 {
+		p.args = append(p.args, "--slots", fmt.Sprint(c.Spec.Slots))
+	}
+	if c.Spec.StoreSize != "" {
+		p.args = append(p.args, "--store-size", c.Spec.StoreSize)
+	}
+	if c.Spec.StoreDir != "" {
+		p.args = append(p.args, "--store-dir", c.Spec.StoreDir)
+	}
+	p.args = append(p.args, c.Spec.RayletArgs...)
+	c.Raylets = append(c.Raylets, p)
+	return p, c.start(p)
+}
+
+func (c *Cluster) start(p *Proc) error {
+	if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
+		return fmt.Errorf("cluster: %s: %w", p.ID, err)
+	}
+	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cluster: %s log: %w", p.ID, err)
+	}
+	cmd := exec.Command(c.Spec.Binary, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), c.Spec.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("cluster: start %s: %w", p.ID, err)
+	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.err = cmd, done, nil
+	p.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Restart starts a stopped process again with the same flags and data dir.
+func (c *Cluster) Restart(p *Proc) error {
+	if p.Running() {
+		return fmt.Errorf("cluster: %s is still running (pid %d)", p.ID, p.PID())
+	}
+	return c.start(p)
+}
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	pid := p.PID()
+	if pid == 0 || !p.Running() {
+		return fmt.Errorf("cluster: %s is not running", p.ID)
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (p *Proc) Kill() error {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	<-done
+	return nil
+}
+
+// Stop stops the process: SIGTERM, then SIGKILL after grace. It reports
+// whether it exited by itself, cleanly.
+func (p *Proc) Stop(grace time.Duration) (clean bool) {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	_ = p.Signal(syscall.SIGCONT) // a paused process cannot handle SIGTERM
+	_ = p.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.err == nil
+	case <-t.C:
+		_ = p.Signal(syscall.SIGKILL)
+		<-done
+		return false
+	}
+}
+
+// Stop stops every process (raylets first) and reports the ones that did
+// not exit cleanly.
+func (c *Cluster) Stop() error {
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stop := func(ps []*Proc) {
+		for _, p := range ps {
+			wg.Add(1)
+			go func(p *Proc) {
+				defer wg.Done()
+				if !p.Stop(10 * time.Second) {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s %s did not exit cleanly (see %s)", p.Kind, p.ID, p.LogPath))
+					mu.Unlock()
+				}
+			}(p)
+		}
+		wg.Wait()
+	}
+	stop(c.Raylets)
+	stop(c.Heads)
+	return errors.Join(errs...)
+}
+
+// Client returns a connection to the cluster's leader.
+func (c *Cluster) Client() *leader.Conn {
+	var heads []string
+	for _, h := range c.Heads {
+		heads = append(heads, h.Addr)
+	}
+	return leader.New(leader.Config{Heads: heads, Transport: transport.Config{Token: c.Token, NodeID: "launcher"}})
+}
+
+// WaitReady waits until a leader is elected and every started raylet that
+// is running is registered and alive; it fills in the raylets' addresses.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	conn := c.Client()
+	defer conn.Close()
+	for {
+		var st wire.ClusterStatus
+		err := conn.Call(ctx, wire.MethodClusterStatus, struct{}{}, &st)
+		if err == nil {
+			alive := map[string]string{}
+			for _, r := range st.Raylets {
+				if r.State == "alive" {
+					alive[r.ID] = r.Addr
+				}
+			}
+			ready := st.Leader != ""
+			for _, p := range c.Raylets {
+				if addr, ok := alive[p.ID]; ok {
+					p.Addr = addr
+				} else if p.Running() {
+					ready = false
+				}
+			}
+			if ready {
+				return nil
+			}
+		}
+		for _, p := range c.Heads {
+			if !p.Running() && p.cmdFailed() {
+				return fmt.Errorf("cluster: head %s exited: %v (see %s)", p.ID, p.exitErr(), p.LogPath)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: not ready: %w (last status error: %v; logs in %s)", ctx.Err(), err, c.Spec.Dir)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (p *Proc) cmdFailed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done != nil && p.err != nil
+}
+
+func (p *Proc) exitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// freePorts finds n free TCP ports on loopback. Another process could take
+// one before the head binds it; the head then fails to start with a clear
+// error and the caller may retry.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("cluster: find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
