@@ -1,0 +1,151 @@
+package phobos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/phobos-project/phobos/objectstore"
+	"github.com/phobos-project/phobos/raftmeta"
+	"github.com/phobos-project/phobos/runtime/head"
+	"github.com/phobos-project/phobos/runtime/raylet"
+)
+
+// LocalConfig configures an embedded cluster.
+type LocalConfig struct {
+	// Raylets is the number of raylets; default 2.
+	Raylets int
+	// Slots per raylet; default the CPUs divided among the raylets (at least 1).
+	Slots int
+	// StoreSize is each raylet's object store capacity in bytes; default 512 MiB.
+	StoreSize int64
+	// StoreDir holds the store arenas; default /dev/shm (or the temp dir).
+	StoreDir string
+	// Dir holds the head's Raft data; default a new temporary directory,
+	// removed by Close.
+	Dir string
+	// Options are the client's job defaults.
+	Options Options
+	// Logger receives the cluster's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+type localCluster struct {
+	head    *head.Server
+	raylets []*raylet.Raylet
+	dir     string
+	ownDir  bool
+}
+
+// Local starts a head and raylets inside this process, listening on
+// loopback, and connects to them. Close stops them and removes their files.
+func Local(ctx context.Context, cfg LocalConfig) (*Client, error) {
+	if cfg.Raylets <= 0 {
+		cfg.Raylets = 2
+	}
+	if cfg.Slots <= 0 {
+		cfg.Slots = max(1, runtime.NumCPU()/cfg.Raylets)
+	}
+	if cfg.StoreSize <= 0 {
+		cfg.StoreSize = 512 << 20
+	}
+	lc := &localCluster{dir: cfg.Dir}
+	if lc.dir == "" {
+		d, err := os.MkdirTemp("", "phobos-local-")
+		if err != nil {
+			return nil, fmt.Errorf("phobos: local cluster dir: %w", err)
+		}
+		lc.dir, lc.ownDir = d, true
+	}
+	var tok [32]byte
+	rand.Read(tok[:])
+	token := []byte(hex.EncodeToString(tok[:]))
+	log := cfg.Logger
+	if log == nil {
+		log = cfg.Options.Logger
+	}
+
+	rc := raftmeta.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	h, err := head.Start(head.Config{
+		ID: "local-head", Listen: "127.0.0.1:0", DataDir: filepath.Join(lc.dir, "head"),
+		Token: token, Raft: rc, Logger: log,
+	})
+	if err != nil {
+		lc.close()
+		return nil, fmt.Errorf("phobos: start local head: %w", err)
+	}
+	lc.head = h
+	for i := 0; i < cfg.Raylets; i++ {
+		r, err := raylet.Start(ctx, raylet.Config{
+			ID: fmt.Sprintf("local-raylet-%d", i), Heads: []string{h.Addr()}, Token: token, Slots: cfg.Slots,
+			Store:  objectstore.Config{Dir: cfg.StoreDir, Capacity: cfg.StoreSize},
+			Logger: log,
+		})
+		if err != nil {
+			lc.close()
+			return nil, fmt.Errorf("phobos: start local raylet %d: %w", i, err)
+		}
+		lc.raylets = append(lc.raylets, r)
+	}
+	c, err := Connect(ctx, h.Addr(), token, cfg.Options)
+	if err != nil {
+		lc.close()
+		return nil, err
+	}
+	c.local = lc
+	if err := c.waitRaylets(ctx, cfg.Raylets); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitRaylets waits until n raylets are alive.
+func (c *Client) waitRaylets(ctx context.Context, n int) error {
+	for {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("phobos: wait for %d raylets: %w", n, err)
+		}
+		alive := 0
+		for _, r := range st.Raylets {
+			if r.State == "alive" {
+				alive++
+			}
+		}
+		if alive >= n {
+			return nil
+		}
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			return fmt.Errorf("phobos: %d of %d raylets registered: %w", alive, n, err)
+		}
+	}
+}
+
+func (lc *localCluster) close() error {
+	var errs []error
+	for _, r := range lc.raylets {
+		if err := r.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if lc.head != nil {
+		if err := lc.head.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if lc.ownDir {
+		if err := os.RemoveAll(lc.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

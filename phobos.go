@@ -1,0 +1,409 @@
+package phobos
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/runtime/leader"
+	"github.com/phobos-project/phobos/runtime/wire"
+	"github.com/phobos-project/phobos/transport"
+)
+
+// Error sentinels; match them with errors.Is.
+var (
+	ErrCancelled        = dag.ErrCancelled
+	ErrNotFound         = dag.ErrNotFound
+	ErrPermissionDenied = dag.ErrPermissionDenied
+	ErrInvalidGraph     = dag.ErrInvalidArgument
+	ErrFatal            = dag.ErrFatal
+	ErrUnavailable      = dag.ErrUnavailable
+)
+
+// Graph is anything that can be run: a tensor, or a graph built by hand.
+type Graph interface {
+	TileableGraph() (*dag.TileableGraph, error)
+}
+
+// Options are a client's defaults for the jobs it submits.
+type Options struct {
+	// Retries is how often a failed subtask runs again before the job
+	// fails; 0 means the cluster's default (3).
+	Retries int
+	// ResultTTL is how long results stay on the cluster after the job ends
+	// unless released; 0 means the cluster's default.
+	ResultTTL time.Duration
+	// Fusion is "chain" (default) or "none".
+	Fusion string
+	// Logger receives the client's logs; nil discards them.
+	Logger *slog.Logger
+	// Transport, if set, is the base transport configuration.
+	Transport transport.Config
+}
+
+// Client is a connection to a cluster. It is safe for concurrent use.
+type Client struct {
+	opts  Options
+	tcfg  transport.Config
+	head  *leader.Conn
+	log   *slog.Logger
+	local *localCluster
+
+	mu    sync.Mutex
+	peers map[string]*transport.Session
+}
+
+// Connect connects to the cluster whose heads include addr (a
+// comma-separated list is fine), authenticating with token. It returns once
+// it has reached the head leader, or when ctx ends.
+func Connect(ctx context.Context, addr string, token []byte, opts ...Options) (*Client, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if len(token) == 0 {
+		return nil, errors.New("phobos: empty cluster token: pass the contents of the cluster's token file")
+	}
+	var heads []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			heads = append(heads, a)
+		}
+	}
+	if len(heads) == 0 {
+		return nil, errors.New("phobos: no head address given")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tcfg := o.Transport
+	tcfg.Token = token
+	if tcfg.NodeID == "" {
+		tcfg.NodeID = "driver"
+	}
+	tcfg.Logger = log
+	c := &Client{opts: o, tcfg: tcfg, log: log, peers: map[string]*transport.Session{}}
+	c.head = leader.New(leader.Config{Heads: heads, Transport: tcfg, Logger: log})
+	if _, err := c.head.Session(ctx); err != nil {
+		c.head.Close()
+		return nil, fmt.Errorf("phobos: connect to %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// Close closes the client's connections and, for a Local client, stops the
+// embedded cluster and removes its files.
+func (c *Client) Close() error {
+	err := c.head.Close()
+	c.mu.Lock()
+	for a, s := range c.peers {
+		s.Close()
+		delete(c.peers, a)
+	}
+	c.mu.Unlock()
+	if c.local != nil {
+		if lerr := c.local.close(); err == nil {
+			err = lerr
+		}
+	}
+	return err
+}
+
+// Value is one result: its dtype and shape, and its bytes (row-major,
+// little-endian).
+type Value struct {
+	Meta dag.Meta
+	Data []byte
+}
+
+// Shape returns the value's shape.
+func (v *Value) Shape() []int64 { return v.Meta.Shape }
+
+// Float64s returns a float64 value's elements.
+func (v *Value) Float64s() []float64 {
+	if v.Meta.DType != dag.Float64 {
+		return nil
+	}
+	return dag.BytesAsFloat64s(v.Data)
+}
+
+// Float64 returns a scalar float64 value (the first element otherwise).
+func (v *Value) Float64() float64 {
+	f := v.Float64s()
+	if len(f) == 0 {
+		return 0
+	}
+	return f[0]
+}
+
+// Job is a submitted job.
+type Job struct {
+	c    *Client
+	Task dag.TaskID
+}
+
+// Result is a finished job's outputs.
+type Result struct {
+	Task     dag.TaskID
+	Subtasks int
+	Values   []*Value
+}
+
+// Run submits g, waits for it, fetches its first output and releases the
+// job's results on the cluster.
+func (c *Client) Run(ctx context.Context, g Graph) (*Value, error) {
+	j, err := c.Submit(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	res, err := j.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return res.Values[0], nil
+}
+
+// Submit submits g and returns at once with its job.
+func (c *Client) Submit(ctx context.Context, g Graph) (*Job, error) {
+	if g == nil {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "phobos: submit: nil graph")
+	}
+	tg, err := g.TileableGraph()
+	if err != nil {
+		return nil, fmt.Errorf("phobos: submit: %w", err)
+	}
+	req := wire.SubmitJob{Graph: *tg, Options: wire.JobOptions{Retries: c.opts.Retries, ResultTTL: c.opts.ResultTTL, Fusion: c.opts.Fusion}}
+	rand.Read(req.RequestID[:])
+	var rep wire.SubmitReply
+	if err := c.head.Call(ctx, wire.MethodSubmitJob, req, &rep); err != nil {
+		return nil, fmt.Errorf("phobos: submit: %w", err)
+	}
+	return &Job{c: c, Task: rep.Task}, nil
+}
+
+// Status reports the job without waiting.
+func (j *Job) Status(ctx context.Context) (wire.JobStatus, error) {
+	var st wire.JobStatus
+	err := j.c.head.Call(ctx, wire.MethodWaitJob, wire.WaitJob{Task: j.Task}, &st)
+	return st, err
+}
+
+// Wait waits for the job to end, fetches its outputs and releases them on
+// the cluster. A failed or cancelled job returns its error, whose kind
+// matches ErrFatal or ErrCancelled.
+func (j *Job) Wait(ctx context.Context) (*Result, error) {
+	for {
+		var st wire.JobStatus
+		if err := j.c.head.Call(ctx, wire.MethodWaitJob, wire.WaitJob{Task: j.Task, Timeout: 10 * time.Second}, &st); err != nil {
+			return nil, fmt.Errorf("phobos: wait for job %d: %w", j.Task, err)
+		}
+		if !st.Terminal() {
+			continue
+		}
+		if st.Status != "SUCCEEDED" || st.Error != "" {
+			kind := st.Kind
+			if kind == 0 {
+				kind = dag.KindFatal
+			}
+			return nil, dag.Errorf(kind, "phobos: job %d %s: %s", j.Task, strings.ToLower(st.Status), st.Error)
+		}
+		vals, err := j.c.fetchAll(ctx, st.Results)
+		if err != nil {
+			if errors.Is(err, dag.ErrNotFound) || errors.Is(err, dag.ErrUnavailable) {
+				// A holder died after the job ended; the head rebuilds lost
+				// results, so wait again.
+				j.c.log.Debug("result fetch failed; waiting for the job again", "task", j.Task, "err", err)
+				if serr := sleepCtx(ctx, 100*time.Millisecond); serr != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, err
+		}
+		if err := j.Release(ctx); err != nil {
+			j.c.log.Debug("release results", "task", j.Task, "err", err)
+		}
+		return &Result{Task: j.Task, Subtasks: st.Subtasks, Values: vals}, nil
+	}
+}
+
+// Cancel cancels the job. Cancelling a job that has ended does nothing.
+func (j *Job) Cancel(ctx context.Context) error {
+	var st wire.JobStatus
+	return j.c.head.Call(ctx, wire.MethodCancelJob, wire.JobRef{Task: j.Task}, &st)
+}
+
+// Release frees the job's results on the cluster.
+func (j *Job) Release(ctx context.Context) error {
+	return j.c.head.Call(ctx, wire.MethodReleaseJob, wire.JobRef{Task: j.Task}, nil)
+}
+
+// Status returns the cluster's heads and raylets as the leader sees them.
+func (c *Client) Status(ctx context.Context) (wire.ClusterStatus, error) {
+	var st wire.ClusterStatus
+	err := c.head.Call(ctx, wire.MethodClusterStatus, struct{}{}, &st)
+	return st, err
+}
+
+// fetchAll reads every result from the raylets holding it and assembles
+// each output from its chunks.
+func (c *Client) fetchAll(ctx context.Context, refs []wire.ResultRef) ([]*Value, error) {
+	vals := make([]*Value, len(refs))
+	for i := range refs {
+		v, err := c.fetchResult(ctx, &refs[i])
+		if err != nil {
+			return nil, err
+		}
+		vals[i] = v
+	}
+	return vals, nil
+}
+
+func (c *Client) fetchResult(ctx context.Context, ref *wire.ResultRef) (*Value, error) {
+	meta := ref.Meta
+	width := int64(meta.DType.Size())
+	if len(ref.Chunks) == 1 {
+		data, m, err := c.fetchObject(ctx, &ref.Chunks[0], nil)
+		if err != nil {
+			return nil, err
+		}
+		return &Value{Meta: m, Data: data}, nil
+	}
+	total := meta.Elements() * width
+	out := make([]byte, total)
+	l := newLayout(meta.Shape, ref.NSplits, width)
+	sem := make(chan struct{}, 8)
+	errc := make(chan error, len(ref.Chunks))
+	var wg sync.WaitGroup
+	for k := range ref.Chunks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(k int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var buf []byte
+			if l.contiguous(k) {
+				off, n := l.span(k)
+				buf = out[off : off+n]
+			}
+			data, _, err := c.fetchObject(ctx, &ref.Chunks[k], buf)
+			if err != nil {
+				errc <- err
+				return
+			}
+			if buf == nil {
+				l.scatter(k, data, out)
+			}
+		}(k)
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	return &Value{Meta: meta, Data: out}, nil
+}
+
+// fetchObject reads one object into dst (if it has the right size) or a
+// new buffer, trying each location.
+func (c *Client) fetchObject(ctx context.Context, ref *wire.ObjectRef, dst []byte) ([]byte, dag.Meta, error) {
+	var errs []error
+	for _, addr := range ref.Locations {
+		data, meta, err := c.fetchFrom(ctx, addr, ref.ID, dst)
+		if err == nil {
+			return data, meta, nil
+		}
+		errs = append(errs, fmt.Errorf("from raylet %s: %w", addr, err))
+	}
+	if len(errs) == 0 {
+		return nil, dag.Meta{}, dag.Errorf(dag.KindUnavailable, "phobos: result %s has no live location", ref.ID)
+	}
+	return nil, dag.Meta{}, fmt.Errorf("phobos: fetch result %s: %w", ref.ID, errors.Join(errs...))
+}
+
+func (c *Client) fetchFrom(ctx context.Context, addr string, id dag.ObjectID, dst []byte) ([]byte, dag.Meta, error) {
+	s, err := c.peer(ctx, addr)
+	if err != nil {
+		return nil, dag.Meta{}, err
+	}
+	st, err := s.OpenStream(ctx)
+	if err != nil {
+		return nil, dag.Meta{}, err
+	}
+	defer st.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		st.SetDeadline(dl)
+	}
+	if err := transport.WriteMsg(st, wire.StreamRequest{Kind: wire.StreamGetObject, ID: id}); err != nil {
+		return nil, dag.Meta{}, err
+	}
+	var h wire.ObjectHeader
+	if err := transport.ReadMsg(st, &h, 64<<10); err != nil {
+		return nil, dag.Meta{}, err
+	}
+	if h.Kind != 0 || h.Error != "" {
+		return nil, dag.Meta{}, dag.Errorf(h.Kind, "%s", h.Error)
+	}
+	meta, err := dag.DecodeMeta(h.Meta)
+	if err != nil {
+		return nil, dag.Meta{}, err
+	}
+	buf := dst
+	if int64(len(buf)) != h.Size {
+		buf = make([]byte, h.Size)
+	}
+	if _, err := io.ReadFull(st, buf); err != nil {
+		return nil, dag.Meta{}, dag.Errorf(dag.KindUnavailable, "object %s broke off after the header: %w", id, err)
+	}
+	return buf, meta, nil
+}
+
+func (c *Client) peer(ctx context.Context, addr string) (*transport.Session, error) {
+	c.mu.Lock()
+	if s, ok := c.peers[addr]; ok && s.Err() == nil {
+		c.mu.Unlock()
+		return s, nil
+	}
+	c.mu.Unlock()
+	s, err := transport.Dial(ctx, addr, c.tcfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Serve(nopHandler{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.peers[addr]; ok && old.Err() == nil {
+		s.Close()
+		return old, nil
+	}
+	c.peers[addr] = s
+	return s, nil
+}
+
+type nopHandler struct{}
+
+func (nopHandler) HandleCall(ctx context.Context, s *transport.Session, m transport.Method, b transport.Body) (any, error) {
+	return nil, dag.Errorf(dag.KindInvalidArgument, "a driver serves no calls")
+}
+func (nopHandler) HandleMessage(*transport.Session, transport.Method, transport.Body) {}
+func (nopHandler) HandleStream(s *transport.Session, st net.Conn)                     { st.Close() }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
