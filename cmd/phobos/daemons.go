@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/phobos-project/phobos/objectstore"
+	"github.com/phobos-project/phobos/raftmeta"
+	"github.com/phobos-project/phobos/runtime/head"
+	"github.com/phobos-project/phobos/runtime/raylet"
+	"github.com/phobos-project/phobos/transport"
+)
+
+func runHead(ctx context.Context, args []string) error {
+	fs := newFlagSet("head", "--id ID --data-dir DIR --token-file F [--listen ADDR] [--peers ID=ADDR,...]")
+	var lf logFlags
+	lf.register(fs)
+	id := fs.String("id", "", "this head's stable Raft ID (required)")
+	listen := fs.String("listen", "127.0.0.1:7070", "address for raylets, drivers and other heads")
+	advertise := fs.String("advertise", "", "address others dial (default: the listen address)")
+	dataDir := fs.String("data-dir", "", "directory for the Raft log and snapshots (required)")
+	peers := fs.String("peers", "", "initial voters as ID=ADDR,... (identical on every head of a new cluster; default: this head alone)")
+	tokenFile := fs.String("token-file", "", "file holding the cluster token (required)")
+	d := raftmeta.DefaultConfig()
+	hb := fs.Duration("raft-heartbeat", d.HeartbeatTimeout, "Raft heartbeat timeout (LAN default; 100ms suits loopback)")
+	el := fs.Duration("raft-election", d.ElectionTimeout, "Raft election timeout")
+	lease := fs.Duration("raft-lease", d.LeaderLeaseTimeout, "Raft leader lease timeout (at most the heartbeat timeout)")
+	snap := fs.Uint64("raft-snapshot-threshold", d.SnapshotThreshold, "log entries between snapshots")
+	rayletTimeout := fs.Duration("raylet-timeout", 5*time.Second, "a raylet silent this long is lost and its work runs elsewhere")
+	resultTTL := fs.Duration("result-ttl", time.Hour, "how long results stay after a job ends unless the driver releases them")
+	retries := fs.Int("retries", 3, "default re-runs of a failed subtask before its job fails")
+	maxFrame := int64(16 << 20)
+	fs.Var(byteSize{&maxFrame}, "max-frame", "largest control message this head accepts (job graphs travel in one)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *id == "" || *dataDir == "" {
+		return usagef("--id and --data-dir are required")
+	}
+	log, err := lf.logger()
+	if err != nil {
+		return err
+	}
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	servers, err := parsePeers(*peers)
+	if err != nil {
+		return err
+	}
+	rc := d
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.SnapshotThreshold = *hb, *el, *lease, *snap
+	s, err := head.Start(head.Config{
+		ID: *id, Listen: *listen, Advertise: *advertise, DataDir: *dataDir, Peers: servers, Token: token,
+		Raft: rc, RayletTimeout: *rayletTimeout, ResultTTL: *resultTTL, Retries: *retries, Logger: log,
+		Transport: transport.Config{MaxFrameSize: int(maxFrame)},
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("head running", "id", *id, "addr", s.Addr())
+	<-ctx.Done()
+	return s.Close()
+}
+
+func parsePeers(s string) ([]raftmeta.Server, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []raftmeta.Server
+	for _, p := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, usagef("--peers entry %q: want ID=HOST:PORT", p)
+		}
+		out = append(out, raftmeta.Server{ID: id, Addr: addr})
+	}
+	return out, nil
+}
+
+func runRaylet(ctx context.Context, args []string) error {
+	fs := newFlagSet("raylet", "--head ADDR[,ADDR...] --token-file F [--slots N] [--store-size SIZE]")
+	var lf logFlags
+	lf.register(fs)
+	heads := fs.String("head", "127.0.0.1:7070", "addresses of any heads, comma-separated")
+	id := fs.String("id", "", "raylet name (default <hostname>-<port>)")
+	listen := fs.String("listen", "127.0.0.1:0", "address peers and drivers fetch objects from")
+	advertise := fs.String("advertise", "", "address others dial (default: the listen address)")
+	tokenFile := fs.String("token-file", "", "file holding the cluster token (required)")
+	slots := fs.Int("slots", 0, "subtasks run at once (default: number of CPUs)")
+	storeSize := int64(2 << 30)
+	fs.Var(byteSize{&storeSize}, "store-size", "object store capacity, e.g. 512MiB or 2GiB")
+	storeDir := fs.String("store-dir", "", "directory for the store's memory-mapped arena (default /dev/shm)")
+	maxFrame := int64(16 << 20)
+	fs.Var(byteSize{&maxFrame}, "max-frame", "largest control message this raylet accepts")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := lf.logger()
+	if err != nil {
+		return err
+	}
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	if storeSize <= 0 {
+		return usagef("--store-size must be positive")
+	}
+	r, err := raylet.Start(ctx, raylet.Config{
+		ID: *id, Listen: *listen, Advertise: *advertise, Heads: strings.Split(*heads, ","), Token: token,
+		Slots: *slots, Store: objectstore.Config{Dir: *storeDir, Capacity: storeSize}, Logger: log,
+		MaxFrame: int(maxFrame),
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("raylet running", "id", r.ID(), "addr", r.Addr())
+	<-ctx.Done()
+	if err := r.Close(); err != nil {
+		return fmt.Errorf("close raylet: %w", err)
+	}
+	return nil
+}

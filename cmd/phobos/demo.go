@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/phobos-project/phobos"
+	"github.com/phobos-project/phobos/bindings/tensor"
+)
+
+func runDemo(ctx context.Context, args []string) error {
+	fs := newFlagSet("demo", "[--size N] [--chunk C] [--seed S] [--raylets R] [--connect ADDR --token-file F] [--json]")
+	var lf logFlags
+	lf.register(fs)
+	size := fs.Int64("size", 10_000_000, "elements in each of a and b")
+	chunk := fs.Int64("chunk", 100_000, "elements per chunk")
+	seed := fs.Uint64("seed", 1, "random seed (a uses it, b uses seed+1)")
+	ones := fs.Bool("ones", false, "use Ones instead of Rand (the exact result is 2*size)")
+	raylets := fs.Int("raylets", 2, "raylets of the embedded cluster")
+	slots := fs.Int("slots", 0, "slots per embedded raylet (default: CPUs shared among raylets)")
+	storeSize := int64(512 << 20)
+	fs.Var(byteSize{&storeSize}, "store-size", "object store capacity per embedded raylet")
+	connect := fs.String("connect", "", "run on a running cluster at these head addresses instead of an embedded one")
+	tokenFile := fs.String("token-file", "", "cluster token file (with --connect)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *size <= 0 || *chunk <= 0 {
+		return usagef("--size and --chunk must be positive (got %d and %d)", *size, *chunk)
+	}
+	log, err := lf.logger()
+	if err != nil {
+		return err
+	}
+	var c *phobos.Client
+	if *connect != "" {
+		token, err := readToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		if c, err = phobos.Connect(ctx, *connect, token, phobos.Options{Logger: log}); err != nil {
+			return err
+		}
+	} else {
+		if c, err = phobos.Local(ctx, phobos.LocalConfig{Raylets: *raylets, Slots: *slots, StoreSize: storeSize, Logger: log}); err != nil {
+			return err
+		}
+	}
+	defer c.Close()
+
+	var a, b *tensor.Tensor
+	if *ones {
+		a = tensor.Ones([]int64{*size}, tensor.Chunks(*chunk))
+		b = tensor.Ones([]int64{*size}, tensor.Chunks(*chunk))
+	} else {
+		a = tensor.Rand([]int64{*size}, tensor.Chunks(*chunk), tensor.Seed(*seed))
+		b = tensor.Rand([]int64{*size}, tensor.Chunks(*chunk), tensor.Seed(*seed+1))
+	}
+	start := time.Now()
+	job, err := c.Submit(ctx, a.Add(b).Sum())
+	if err != nil {
+		return err
+	}
+	res, err := job.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	chunks := (*size + *chunk - 1) / *chunk
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(map[string]any{
+			"result": res.Values[0].Float64(), "elements": *size, "chunks": chunks,
+			"subtasks": res.Subtasks, "seconds": secs,
+		})
+	}
+	fmt.Printf("(a + b).sum() = %.17g\n", res.Values[0].Float64())
+	fmt.Printf("%d elements per input in %d chunks; %d subtasks in %.3f s\n", *size, chunks, res.Subtasks, secs)
+	return nil
+}

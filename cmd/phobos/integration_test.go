@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phobos-project/phobos"
+	"github.com/phobos-project/phobos/bindings/tensor"
+	"github.com/phobos-project/phobos/runtime/cluster"
+)
+
+// buildPhobos builds the phobos binary once per test binary run.
+func buildPhobos(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary and starts processes; skipped with -short")
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "phobos-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binDir = dir
+		bin := filepath.Join(dir, "phobos")
+		out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			binErr = &buildError{out: string(out), err: err}
+			return
+		}
+		binPath = bin
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// startCluster starts a cluster of real processes and stops them (by PID)
+// and removes their files when the test ends, even if it fails.
+func startCluster(t *testing.T, ctx context.Context, heads, raylets int) *cluster.Cluster {
+	t.Helper()
+	bin := buildPhobos(t)
+	dir := t.TempDir()
+	c, err := cluster.Start(ctx, cluster.Spec{
+		Binary: bin, Dir: dir, Heads: heads, Raylets: raylets, Slots: 2, StoreSize: "128MiB",
+		HeadArgs:   []string{"--raft-heartbeat", "100ms", "--raft-election", "100ms", "--raft-lease", "50ms", "--log-level", "info"},
+		RayletArgs: []string{"--log-level", "info"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop cluster: %v", err)
+		}
+		if t.Failed() {
+			dumpLogs(t, c)
+		}
+	})
+	return c
+}
+
+func dumpLogs(t *testing.T, c *cluster.Cluster) {
+	for _, p := range append(append([]*cluster.Proc{}, c.Heads...), c.Raylets...) {
+		b, _ := os.ReadFile(p.LogPath)
+		if len(b) > 4000 {
+			b = b[len(b)-4000:]
+		}
+		t.Logf("--- %s (%s) ---\n%s", p.ID, p.LogPath, b)
+	}
+}
+
+func seedExample(ones bool, n, chunk int64, seed uint64) *tensor.Tensor {
+	if ones {
+		return tensor.Ones([]int64{n}, tensor.Chunks(chunk)).Add(tensor.Ones([]int64{n}, tensor.Chunks(chunk))).Sum()
+	}
+	a := tensor.Rand([]int64{n}, tensor.Chunks(chunk), tensor.Seed(seed))
+	b := tensor.Rand([]int64{n}, tensor.Chunks(chunk), tensor.Seed(seed+1))
+	return a.Add(b).Sum()
+}
+
+// TestClusterOfProcesses runs the seed example on 3 heads and 1, 2 and 3
+// raylets, each a separate OS process on loopback.
+func TestClusterOfProcesses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := startCluster(t, ctx, 3, 1)
+	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+
+	const n, chunk = 2_000_000, 50_000
+	v, err := drv.Run(ctx, seedExample(true, n, chunk, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Float64() != 2*n {
+		t.Fatalf("(ones+ones).sum() = %v, want %d", v.Float64(), 2*n)
+	}
+
+	var bits []uint64
+	for raylets := 1; raylets <= 3; raylets++ {
+		for len(c.Raylets) < raylets {
+			if _, err := c.AddRaylet(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		j, err := drv.Submit(ctx, seedExample(false, n, chunk, 42))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := j.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Values[0].Float64()
+		if math.Abs(got-float64(n)) > 0.01*n {
+			t.Fatalf("%d raylets: sum of %d uniform pairs = %v, expected near %d", raylets, n, got, n)
+		}
+		bits = append(bits, math.Float64bits(got))
+		t.Logf("%d raylets: %.17g (%d subtasks)", raylets, got, res.Subtasks)
+	}
+	if bits[0] != bits[1] || bits[1] != bits[2] {
+		t.Fatalf("results differ across 1, 2, 3 raylets: %x", bits)
+	}
+	// Every raylet took part in the last run: each stored something.
+	st, err := drv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Raylets) != 3 || st.Leader == "" || len(st.Heads) != 3 {
+		t.Fatalf("status: %+v", st)
+	}
+}
+
+// TestCLIUpDemoStatus drives the CLI as a user would: phobos up --json,
+// phobos demo --connect --json, phobos status --json, then Ctrl-C.
+func TestCLIUpDemoStatus(t *testing.T) {
+	bin := buildPhobos(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	up := exec.CommandContext(ctx, bin, "up", "--heads", "3", "--raylets", "2", "--dir", dir, "--json", "--store-size", "64MiB", "--slots", "1")
+	var stderr bytes.Buffer
+	up.Stderr = &stderr
+	stdout, err := up.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			up.Process.Kill()
+			up.Wait()
+		}
+	})
+	var info struct {
+		Heads []struct {
+			ID, Addr string
+			PID      int
+		}
+		Raylets []struct {
+			ID, Addr string
+			PID      int
+		}
+		TokenFile string `json:"token_file"`
+	}
+	if err := json.NewDecoder(stdout).Decode(&info); err != nil {
+		t.Fatalf("read phobos up --json: %v (stderr: %s)", err, stderr.String())
+	}
+	if len(info.Heads) != 3 || len(info.Raylets) != 2 || info.TokenFile == "" {
+		t.Fatalf("phobos up --json: %+v", info)
+	}
+	for _, r := range info.Raylets {
+		if r.Addr == "" || r.PID == 0 {
+			t.Fatalf("raylet without addr or pid: %+v", r)
+		}
+	}
+
+	out, err := exec.CommandContext(ctx, bin, "demo", "--connect", info.Heads[1].Addr, "--token-file", info.TokenFile,
+		"--size", "1000000", "--chunk", "100000", "--ones", "--json").Output()
+	if err != nil {
+		t.Fatalf("demo --connect: %v", err)
+	}
+	var demo struct {
+		Result   float64
+		Elements int64
+		Chunks   int64
+		Subtasks int
+		Seconds  float64
+	}
+	if err := json.Unmarshal(out, &demo); err != nil {
+		t.Fatalf("demo --json output %q: %v", out, err)
+	}
+	// 20 sources, 10 fused ADD+SUMs, combines 10 -> 3 -> 1.
+	if demo.Result != 2e6 || demo.Elements != 1e6 || demo.Chunks != 10 || demo.Subtasks != 34 {
+		t.Fatalf("demo: %+v", demo)
+	}
+
+	// Status answers from any head, follower included.
+	out, err = exec.CommandContext(ctx, bin, "status", "--connect", info.Heads[2].Addr, "--token-file", info.TokenFile, "--json").Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var st struct {
+		Leader string
+		Heads  []struct{ ID, Addr, Role string }
+	}
+	if err := json.Unmarshal(out, &st); err != nil || st.Leader == "" || len(st.Heads) != 3 {
+		t.Fatalf("status --json %q: %v", out, err)
+	}
+
+	// A wrong token is refused with a clear error, and the cluster goes on.
+	bad := filepath.Join(dir, "bad-token")
+	os.WriteFile(bad, []byte(strings.Repeat("x", 32)), 0o600)
+	out, err = exec.CommandContext(ctx, bin, "status", "--connect", info.Heads[0].Addr, "--token-file", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "token") {
+		t.Fatalf("status with a wrong token: err %v, output %s", err, out)
+	}
+
+	up.Process.Signal(os.Interrupt)
+	if err := up.Wait(); err != nil {
+		t.Fatalf("phobos up did not stop cleanly: %v (stderr: %s)", err, stderr.String())
+	}
+	stopped = true
+	for _, p := range append(info.Heads, info.Raylets...) {
+		if processAlive(p.PID) {
+			t.Errorf("%s (pid %d) still running after phobos up stopped", p.ID, p.PID)
+		}
+	}
+}

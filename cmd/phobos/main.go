@@ -1,0 +1,149 @@
+// Command phobos runs and talks to phobos clusters: heads, raylets, a whole
+// local cluster, the seed-example demo, and status queries.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	_ "github.com/phobos-project/phobos/bindings/tensor" // registers the tensor ops
+)
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands = []command{
+	{"head", "run a head (Raft metadata replica; the leader schedules)", runHead},
+	{"raylet", "run a raylet (pulls and runs subtasks, stores objects)", runRaylet},
+	{"up", "run a local cluster of heads and raylets as child processes", runUp},
+	{"demo", "run the seed example (a+b).sum() on an embedded or running cluster", runDemo},
+	{"status", "show a cluster's heads and raylets", runStatus},
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage(os.Stderr)
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
+	}
+	name := os.Args[1]
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := c.run(ctx, os.Args[2:])
+		stop()
+		if err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return
+			}
+			fmt.Fprintf(os.Stderr, "phobos %s: %v\n", name, err)
+			var ue usageError
+			if errors.As(err, &ue) {
+				os.Exit(2)
+			}
+			os.Exit(1)
+		}
+		return
+	}
+	fmt.Fprintf(os.Stderr, "phobos: unknown command %q\n\n", name)
+	usage(os.Stderr)
+	os.Exit(2)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: phobos <command> [flags]   (phobos <command> -h for its flags)")
+	fmt.Fprintln(w)
+	cs := append([]command(nil), commands...)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}
+
+// usageError is a mistake in the command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// logFlags are the logging flags every command has.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "warn", "log level: debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+}
+
+func (l *logFlags) logger() (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", l.format)
+}
+
+// readToken reads a cluster token file.
+func readToken(path string) ([]byte, error) {
+	if path == "" {
+		return nil, usagef("no --token-file: every process of a cluster needs the cluster token (phobos up writes one to DIR/token)")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read token file: %w", err)
+	}
+	tok := []byte(strings.TrimSpace(string(b)))
+	if len(tok) < 16 {
+		return nil, fmt.Errorf("token file %s holds %d bytes; use at least 16 random bytes (e.g. head -c 32 /dev/urandom | xxd -p -c 64)", path, len(tok))
+	}
+	return tok, nil
+}
+
+func newFlagSet(name, args string) *flag.FlagSet {
+	fs := flag.NewFlagSet("phobos "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: phobos %s %s\n\nflags:\n", name, args)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags and refuses stray arguments.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
