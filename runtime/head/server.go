@@ -364,6 +364,13 @@ func (s *Server) HandleCall(ctx context.Context, sess *transport.Session, m tran
 		return struct{}{}, s.releaseJob(req.Task)
 	case wire.MethodListJobs:
 		return s.listJobs(), nil
+	case wire.MethodGoodbye:
+		s.mu.Lock()
+		if r, ok := s.bySess[sess]; ok && s.raylets[r] != nil {
+			s.raylets[r].leaving = true
+		}
+		s.mu.Unlock()
+		return struct{}{}, nil
 	}
 	return nil, dag.Errorf(dag.KindInvalidArgument, "head %s: unknown method %d (is the caller a newer version?)", s.cfg.ID, m)
 }
@@ -378,12 +385,6 @@ func (s *Server) HandleMessage(sess *transport.Session, m transport.Method, b tr
 			return
 		}
 		s.complete(sess, msg.Done)
-	case wire.MethodGoodbye:
-		s.mu.Lock()
-		if r, ok := s.bySess[sess]; ok && s.raylets[r] != nil {
-			s.raylets[r].leaving = true
-		}
-		s.mu.Unlock()
 	case wire.MethodHeartbeat:
 		var msg wire.Heartbeat
 		if err := b.Decode(&msg); err != nil {

@@ -183,7 +183,11 @@ func (r *Raylet) Store() *objectstore.Store { return r.store }
 // removes the store's arena.
 func (r *Raylet) Close() error {
 	if s := r.head.Current(); s != nil {
-		_ = s.Send(wire.MethodGoodbye, struct{}{}) // a clean departure, not a loss
+		// A clean departure, not a loss; acknowledged, so it cannot be cut
+		// off by the close that follows.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.Call(ctx, wire.MethodGoodbye, struct{}{}, nil)
+		cancel()
 	}
 	r.cancel()
 	r.mu.Lock()

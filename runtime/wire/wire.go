@@ -25,7 +25,7 @@ const (
 	MethodPull           transport.Method = 11 // call; long-polls until work or timeout
 	MethodComplete       transport.Method = 12 // one-way batch of completions
 	MethodHeartbeat      transport.Method = 13 // one-way
-	MethodGoodbye        transport.Method = 14 // one-way: the raylet is shutting down
+	MethodGoodbye        transport.Method = 14 // call: the raylet is shutting down
 
 	MethodSubmitJob  transport.Method = 20
 	MethodWaitJob    transport.Method = 21
