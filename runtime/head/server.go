@@ -372,7 +372,7 @@ func (s *Server) HandleCall(ctx context.Context, sess *transport.Session, m tran
 		s.mu.Unlock()
 		return struct{}{}, nil
 	}
-	return nil, dag.Errorf(dag.KindInvalidArgument, "head %s: unknown method %d (is the caller a newer version?)", s.cfg.ID, m)
+	return s.handleMeta(ctx, sess, m, b)
 }
 
 // HandleMessage implements transport.Handler.

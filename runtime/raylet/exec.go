@@ -56,6 +56,20 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 	}
 	a := &allocator{r: r, subtask: spec.ID}
 	defer a.abortUnsealed()
+	if k := fusedKernel(spec, outOf); k != nil {
+		a.beginDirect()
+		last := &spec.Ops[len(spec.Ops)-1]
+		kc := dag.KernelCall{Ctx: ctx, Args: last.Args, Index: last.Index, Shape: last.Shape, DType: last.DType, Inputs: inputs, Outputs: a}
+		if err := runKernel(k, &kc); err != nil {
+			return fail(fmt.Errorf("subtask %s: fused %s: %w", spec.ID, opNames(spec), err))
+		}
+		sizes, err := a.sealAll(len(spec.Outputs))
+		if err != nil {
+			return fail(fmt.Errorf("subtask %s: %w", spec.ID, err))
+		}
+		c.Sizes = sizes
+		return c
+	}
 	vals := make([]dag.Value, len(spec.Ops))
 	var ins []dag.Value
 	for j := range spec.Ops {
@@ -102,13 +116,56 @@ func (r *Raylet) exec(ctx context.Context, op *wire.OpSpec, ins []dag.Value, a *
 	if !ok {
 		return dag.Errorf(dag.KindInvalidArgument, "op %q has no kernel on raylet %s", o.Name(), r.id)
 	}
+	kc := dag.KernelCall{Ctx: ctx, Args: op.Args, Index: op.Index, Shape: op.Shape, DType: op.DType, Inputs: ins, Outputs: a}
+	return runKernel(k, &kc)
+}
+
+// runKernel runs k, turning a panic into an error.
+func runKernel(k dag.Kernel, kc *dag.KernelCall) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = dag.Errorf(dag.KindFatal, "kernel panicked: %v", p)
 		}
 	}()
-	kc := dag.KernelCall{Ctx: ctx, Args: op.Args, Index: op.Index, Shape: op.Shape, DType: op.DType, Inputs: ins, Outputs: a}
-	return k.Exec(&kc)
+	return k.Exec(kc)
+}
+
+// fusedKernel asks the first op of a multi-op subtask for a kernel that runs
+// the whole chain in one pass.
+func fusedKernel(spec *wire.SubtaskSpec, outOf []int32) (k dag.Kernel) {
+	if len(spec.Ops) < 2 {
+		return nil
+	}
+	o, ok := dag.Ops.Lookup(spec.Ops[0].Op)
+	if !ok {
+		return nil
+	}
+	f, ok := o.(dag.ChainFuser)
+	if !ok {
+		return nil
+	}
+	steps := make([]dag.ChainStep, len(spec.Ops))
+	for j := range spec.Ops {
+		op := &spec.Ops[j]
+		steps[j] = dag.ChainStep{Op: op.Op, Args: op.Args, Inputs: op.Inputs, Index: op.Index, Shape: op.Shape, DType: op.DType, Output: outOf[j]}
+	}
+	defer func() {
+		if recover() != nil {
+			k = nil // a fuser that panics just does not fuse
+		}
+	}()
+	return f.FuseChain(steps)
+}
+
+func opNames(spec *wire.SubtaskSpec) string {
+	var b []byte
+	for j := range spec.Ops {
+		if j > 0 {
+			b = append(b, '+')
+		}
+		b = append(b, dag.Ops.Name(spec.Ops[j].Op)...)
+	}
+	return string(b)
 }
 
 // allocator places kernel outputs: exported ones straight into the store
@@ -117,10 +174,11 @@ type allocator struct {
 	r       *Raylet
 	subtask dag.SubtaskID
 
-	out   int32 // output index of the op being run, or -1
-	cur   dag.Value
-	have  bool
-	store []created
+	out    int32 // output index of the op being run, or -1
+	direct bool  // a fused kernel: Output(i) is the subtask's output i
+	cur    dag.Value
+	have   bool
+	store  []created
 }
 
 type created struct {
@@ -130,12 +188,17 @@ type created struct {
 	reused bool // the object already existed (an earlier attempt); keep it
 }
 
-func (a *allocator) begin(out int32) { a.out, a.have = out, false }
+func (a *allocator) begin(out int32) { a.out, a.have, a.direct = out, false, false }
+
+func (a *allocator) beginDirect() { a.direct = true }
 
 func (a *allocator) result() (dag.Value, bool) { return a.cur, a.have }
 
 // Output implements dag.OutputAllocator.
 func (a *allocator) Output(i int, m dag.Meta, n int) ([]byte, error) {
+	if a.direct {
+		return a.create(int32(i), m, n)
+	}
 	if i != 0 {
 		return nil, dag.Errorf(dag.KindInvalidArgument, "kernel asked for output %d; only single-output kernels are supported", i)
 	}
@@ -150,22 +213,37 @@ func (a *allocator) Output(i int, m dag.Meta, n int) ([]byte, error) {
 		a.cur, a.have = dag.Value{Meta: m, Data: buf}, true
 		return buf, nil
 	}
-	id := dag.NewObjectID(a.subtask, uint32(a.out))
+	buf, err := a.create(a.out, m, n)
+	if err != nil {
+		return nil, err
+	}
+	a.cur, a.have = dag.Value{Meta: m, Data: buf}, true
+	return buf, nil
+}
+
+// create allocates exported output out in the store.
+func (a *allocator) create(out int32, m dag.Meta, n int) ([]byte, error) {
+	if n < 0 {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "kernel asked for %d bytes", n)
+	}
+	id := dag.NewObjectID(a.subtask, uint32(out))
+	for _, c := range a.store {
+		if c.id == id {
+			return nil, dag.Errorf(dag.KindInvalidArgument, "kernel allocated output %d twice", out)
+		}
+	}
 	buf, err := a.r.store.Create(id, int64(n), dag.EncodeMeta(m))
 	if errors.Is(err, objectstore.ErrExists) {
 		// An earlier attempt (or a run before a head failover) already made
 		// this object; kernels are deterministic, so keep it and compute into
-		// scratch only to feed fused successors.
+		// scratch only, to feed fused successors.
 		a.store = append(a.store, created{id: id, size: int64(n), reused: true})
-		buf = scratch(n)
-		a.cur, a.have = dag.Value{Meta: m, Data: buf}, true
-		return buf, nil
+		return scratch(n), nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	a.store = append(a.store, created{id: id, size: int64(n)})
-	a.cur, a.have = dag.Value{Meta: m, Data: buf}, true
 	return buf, nil
 }
 

@@ -13,6 +13,10 @@ import (
 	"github.com/phobos-project/phobos/transport"
 )
 
+// Method numbers by area: 1-9 any head; 10-39 the leader's scheduler;
+// 40-59 head to raylet; 60-79 replicated metadata (allocation, forwarding,
+// membership); 80-99 object store and transfer.
+
 // Methods served by every head.
 const (
 	// MethodLeader asks a head who the leader is. Any head answers.
