@@ -454,4 +454,3 @@ func (s *Server) listJobs() wire.ListJobs {
 	}
 	return out
 }
-
