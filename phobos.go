@@ -197,6 +197,28 @@ func (j *Job) Status(ctx context.Context) (wire.JobStatus, error) {
 	return st, err
 }
 
+// Done waits for the job to end without fetching its outputs, and returns
+// its final status; a failed or cancelled job returns its error too.
+func (j *Job) Done(ctx context.Context) (wire.JobStatus, error) {
+	for {
+		var st wire.JobStatus
+		if err := j.c.head.Call(ctx, wire.MethodWaitJob, wire.WaitJob{Task: j.Task, Timeout: 10 * time.Second}, &st); err != nil {
+			return st, fmt.Errorf("phobos: wait for job %d: %w", j.Task, err)
+		}
+		if !st.Terminal() {
+			continue
+		}
+		if st.Status != "SUCCEEDED" || st.Error != "" {
+			kind := st.Kind
+			if kind == 0 {
+				kind = dag.KindFatal
+			}
+			return st, dag.Errorf(kind, "phobos: job %d %s: %s", j.Task, strings.ToLower(st.Status), st.Error)
+		}
+		return st, nil
+	}
+}
+
 // Wait waits for the job to end, fetches its outputs and releases them on
 // the cluster. A failed or cancelled job returns its error, whose kind
 // matches ErrFatal or ErrCancelled.

@@ -467,6 +467,9 @@ func (s *Server) registerRaylet(ctx context.Context, sess *transport.Session, re
 // pull hands a raylet up to its credits of subtasks, waiting up to req.Wait
 // for work to appear.
 func (s *Server) pull(ctx context.Context, sess *transport.Session, req wire.Pull) (any, error) {
+	if len(req.Done) > 0 {
+		s.complete(sess, req.Done)
+	}
 	wait := min(max(req.Wait, 0), 30*time.Second)
 	var timer *time.Timer
 	for {

@@ -65,12 +65,13 @@ type Raylet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	work chan *wire.SubtaskSpec
-
 	mu       sync.Mutex
 	cond     *sync.Cond
-	inflight int // pulled and not yet completed
+	queue    []*wire.SubtaskSpec // pulled, not yet started, best first
+	inflight int                 // pulled and not yet completed
 	running  int
+	pulling  bool          // a pull is out at the head
+	avgRun   time.Duration // moving average of subtask run time
 	pending  []wire.Completion
 	flush    chan struct{}
 	cancels  map[dag.SubtaskID]context.CancelFunc // running subtasks
@@ -145,7 +146,6 @@ func Start(ctx context.Context, cfg Config) (*Raylet, error) {
 	r := &Raylet{
 		cfg: cfg, log: log, id: id, addr: addr, tcfg: tcfg, store: store, ln: ln,
 		ctx: rctx, cancel: cancel,
-		work:    make(chan *wire.SubtaskSpec, cfg.Slots+cfg.Prefetch),
 		flush:   make(chan struct{}, 1),
 		cancels: map[dag.SubtaskID]context.CancelFunc{},
 	}
@@ -225,23 +225,51 @@ func (r *Raylet) acceptLoop() {
 	}
 }
 
-// pullLoop asks the leader for work whenever slots or prefetch room are free.
+// window is how many subtasks the raylet keeps pulled (running plus
+// queued locally). Long subtasks get slots plus the configured prefetch, so
+// queued work stays at the head where it can still be placed elsewhere;
+// short ones get a deeper window, because a pull round trip per few
+// subtasks would leave slots idle and flood the head with messages.
+func (r *Raylet) window() int {
+	base := r.cfg.Slots + r.cfg.Prefetch
+	switch avg := r.avgRun; {
+	case avg == 0 || avg > 10*time.Millisecond:
+		return base
+	case avg > time.Millisecond:
+		return max(base, 8*r.cfg.Slots)
+	default:
+		return max(base, min(64*r.cfg.Slots, 1024))
+	}
+}
+
+// pullLoop asks the leader for work whenever the window has room. Pending
+// completions ride on the pull, so a busy raylet sends one message per
+// batch instead of two.
 func (r *Raylet) pullLoop() {
 	defer r.wg.Done()
-	max := r.cfg.Slots + r.cfg.Prefetch
 	backoff := 20 * time.Millisecond
 	for {
 		r.mu.Lock()
-		for r.inflight >= max && r.ctx.Err() == nil {
+		for r.inflight >= r.window() && r.ctx.Err() == nil {
 			r.cond.Wait()
 		}
-		credits := max - r.inflight
+		credits := r.window() - r.inflight
+		done := r.pending
+		r.pending = nil
+		r.pulling = true
 		r.mu.Unlock()
 		if r.ctx.Err() != nil {
 			return
 		}
 		var rep wire.PullReply
-		err := r.head.Call(r.ctx, wire.MethodPull, wire.Pull{Credits: credits, Wait: 2 * time.Second}, &rep)
+		err := r.head.Call(r.ctx, wire.MethodPull, wire.Pull{Credits: credits, Wait: 2 * time.Second, Done: done}, &rep)
+		r.mu.Lock()
+		r.pulling = false
+		if err != nil {
+			// The completions were not delivered; report them again.
+			r.pending = append(done, r.pending...)
+		}
+		r.mu.Unlock()
 		if err != nil {
 			if r.ctx.Err() != nil {
 				return
@@ -259,36 +287,77 @@ func (r *Raylet) pullLoop() {
 		}
 		r.mu.Lock()
 		r.inflight += len(rep.Subtasks)
-		r.mu.Unlock()
 		for i := range rep.Subtasks {
-			r.work <- &rep.Subtasks[i]
+			r.queue = append(r.queue, &rep.Subtasks[i])
 		}
+		r.cond.Broadcast()
+		r.mu.Unlock()
+		r.signalFlush() // completions that arrived while the pull was out
 	}
 }
 
 func (r *Raylet) worker() {
 	defer r.wg.Done()
 	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case spec := <-r.work:
-			ctx, cancel := context.WithCancel(r.ctx)
-			r.mu.Lock()
-			r.running++
-			r.cancels[spec.ID] = cancel
-			r.mu.Unlock()
-			c := r.run(ctx, spec)
-			cancel()
-			r.mu.Lock()
-			delete(r.cancels, spec.ID)
-			r.running--
-			r.inflight--
-			r.pending = append(r.pending, c)
-			r.cond.Broadcast()
-			r.mu.Unlock()
-			r.signalFlush()
+		r.mu.Lock()
+		for len(r.queue) == 0 && r.ctx.Err() == nil {
+			r.cond.Wait()
 		}
+		if r.ctx.Err() != nil {
+			r.mu.Unlock()
+			return
+		}
+		spec := r.queue[0]
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		ctx, cancel := context.WithCancel(r.ctx)
+		r.running++
+		r.cancels[spec.ID] = cancel
+		r.mu.Unlock()
+
+		start := time.Now()
+		c := r.run(ctx, spec)
+		took := time.Since(start)
+		cancel()
+
+		r.mu.Lock()
+		delete(r.cancels, spec.ID)
+		r.running--
+		r.inflight--
+		r.avgRun = (7*r.avgRun + took) / 8
+		r.pending = append(r.pending, c)
+		r.cond.Broadcast()
+		r.mu.Unlock()
+		r.signalFlush()
+	}
+}
+
+// cancelSubtasks interrupts running subtasks and drops queued ones; each dropped
+// subtask is reported cancelled.
+func (r *Raylet) cancelSubtasks(ids []dag.SubtaskID) {
+	r.mu.Lock()
+	dropped := 0
+	for _, id := range ids {
+		if cancel, ok := r.cancels[id]; ok {
+			cancel()
+			continue
+		}
+		for i, spec := range r.queue {
+			if spec.ID == id {
+				r.queue = append(r.queue[:i], r.queue[i+1:]...)
+				r.inflight--
+				r.pending = append(r.pending, wire.Completion{ID: id, Attempt: spec.Attempt, Kind: dag.KindCancelled, Error: "cancelled before it started"})
+				dropped++
+				break
+			}
+		}
+	}
+	if dropped > 0 {
+		r.cond.Broadcast()
+	}
+	r.mu.Unlock()
+	if dropped > 0 {
+		r.signalFlush()
 	}
 }
 
@@ -299,8 +368,8 @@ func (r *Raylet) signalFlush() {
 	}
 }
 
-// flushLoop sends completions in batches: everything that finished while
-// the previous batch was being sent goes in the next one.
+// flushLoop sends completions that no pull is about to carry: while a pull
+// is parked at the head, or when the window is full and no pull will go.
 func (r *Raylet) flushLoop() {
 	defer r.wg.Done()
 	for {
@@ -310,12 +379,13 @@ func (r *Raylet) flushLoop() {
 		case <-r.flush:
 		}
 		r.mu.Lock()
+		if len(r.pending) == 0 || (!r.pulling && r.inflight < r.window()) {
+			r.mu.Unlock() // the next pull takes them
+			continue
+		}
 		batch := r.pending
 		r.pending = nil
 		r.mu.Unlock()
-		if len(batch) == 0 {
-			continue
-		}
 		if err := r.head.Send(r.ctx, wire.MethodComplete, wire.Complete{Done: batch}); err != nil {
 			if r.ctx.Err() != nil {
 				return
@@ -396,13 +466,7 @@ func (h headHandler) HandleMessage(s *transport.Session, m transport.Method, b t
 			h.r.log.Warn("cancel subtasks", "err", err)
 			return
 		}
-		h.r.mu.Lock()
-		for _, id := range msg.IDs {
-			if cancel, ok := h.r.cancels[id]; ok {
-				cancel()
-			}
-		}
-		h.r.mu.Unlock()
+		h.r.cancelSubtasks(msg.IDs)
 	default:
 		h.r.log.Warn("unknown message from head", "method", m)
 	}

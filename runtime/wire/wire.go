@@ -71,6 +71,9 @@ type RegisterReply struct {
 type Pull struct {
 	Credits int           `cbor:"1,keyasint"`
 	Wait    time.Duration `cbor:"2,keyasint,omitempty"`
+	// Done are completions riding on the pull; the head applies them
+	// before it picks subtasks.
+	Done []Completion `cbor:"3,keyasint,omitempty"`
 }
 
 // PullReply carries subtasks, highest priority first.
