@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	_ "github.com/phobos-project/phobos/bindings/bench"  // registers the benchmark ops
 	_ "github.com/phobos-project/phobos/bindings/tensor" // registers the tensor ops
 )
 

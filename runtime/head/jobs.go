@@ -128,9 +128,12 @@ func (s *Server) recordEnd(e endedJob) {
 		msg = e.err.Error()
 	}
 	req := raftmeta.NewRequestID()
-	err := retry(s.ctx, func(ctx context.Context) error {
-		return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: e.task, Status: e.status, Error: msg, Results: e.results, Time: time.Now()})
-	})
+	var err error
+	if rec, ok := s.node.Job(e.task); !ok || !rec.Status.Terminal() {
+		err = retry(s.ctx, func(ctx context.Context) error {
+			return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: e.task, Status: e.status, Error: msg, Results: e.results, Time: time.Now()})
+		})
+	}
 	if err != nil {
 		s.log.Warn("record job outcome", "task", e.task, "status", e.status, "err", err)
 	}
@@ -271,7 +274,7 @@ func (s *Server) startJob(ctx context.Context, task dag.TaskID, tiled *lowering.
 		s.failJob(task, err)
 		return fmt.Errorf("job %d: %w", task, err)
 	}
-	if rec.Status != raftmeta.JobRunning {
+	if rec.Status == raftmeta.JobSubmitted {
 		req := raftmeta.NewRequestID()
 		if err := retry(ctx, func(ctx context.Context) error {
 			return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: task, Status: raftmeta.JobRunning, Time: time.Now()})
@@ -322,7 +325,22 @@ func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
 	}
 	done, running := s.jobDone[req.Task]
 	_, starting := s.starting[req.Task]
+	_, known := s.sched.Job(req.Task)
 	s.mu.Unlock()
+	if !running && !starting && !known {
+		// Not scheduled here: a job a previous leader ran. If it is still
+		// running it is being resumed; if it succeeded within its result TTL
+		// its results may still be on the raylets: resume it to locate
+		// them (or rebuild them if they were lost).
+		if rec, ok := s.node.Job(req.Task); ok && (!rec.Status.Terminal() || s.resultsMayExist(rec)) {
+			if err := s.resumeJob(ctx, rec); err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			done, running = s.jobDone[req.Task]
+			s.mu.Unlock()
+		}
+	}
 	if (running || starting) && req.Timeout > 0 {
 		t := time.NewTimer(min(req.Timeout, time.Minute))
 		defer t.Stop()
@@ -341,6 +359,21 @@ func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
 		}
 	}
 	return s.jobStatus(req.Task)
+}
+
+// resultsMayExist reports whether a succeeded job's results could still be
+// held: its result TTL has not run out. (A release by the driver is not
+// recorded in Raft; a driver that released its results does not ask again.)
+func (s *Server) resultsMayExist(rec raftmeta.Job) bool {
+	if rec.Status != raftmeta.JobSucceeded {
+		return false
+	}
+	ttl := s.cfg.ResultTTL
+	var opts wire.JobOptions
+	if codec.Unmarshal(rec.Options, &opts) == nil && opts.ResultTTL > 0 {
+		ttl = opts.ResultTTL
+	}
+	return time.Since(rec.Finished) < ttl
 }
 
 // jobStatus reports a job from the scheduler if it is there, else from Raft.

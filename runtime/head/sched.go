@@ -72,6 +72,9 @@ type Scheduler struct {
 	byID    map[string]int32
 	jobs    map[dag.TaskID]*job
 	seq     uint64
+	// held are objects raylets reported holding for jobs not (yet) known:
+	// after a head failover, raylets register before jobs are resumed.
+	held map[dag.TaskID][]heldAt
 
 	fx Effects
 }
@@ -134,6 +137,7 @@ func NewScheduler() *Scheduler {
 	return &Scheduler{
 		Retries: DefaultRetries, Broadcast: DefaultBroadcast, StealBytes: DefaultStealBytes,
 		byID: map[string]int32{}, jobs: map[dag.TaskID]*job{},
+		held: map[dag.TaskID][]heldAt{},
 	}
 }
 
@@ -215,8 +219,16 @@ func (s *Scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, ra
 		s.finish(j, JobSucceeded, nil)
 		return fx
 	}
+	if held := s.held[task]; len(held) > 0 {
+		delete(s.held, task)
+		s.adoptHeld(j, held)
+		if j.done == n {
+			s.finish(j, JobSucceeded, nil)
+			return fx
+		}
+	}
 	for i := int32(0); i < int32(n); i++ {
-		if j.waiting[i] != 0 {
+		if j.waiting[i] != 0 || j.state[i] != Unscheduled {
 			continue
 		}
 		r := int32(-1)
@@ -244,6 +256,18 @@ func (s *Scheduler) makeReady(j *job, i int32, r int32) {
 	rv := s.raylets[r]
 	heap.Push(&rv.queue, entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority})
 	s.wake(r)
+}
+
+// requeue puts a subtask that stopped running (or lost its queue) back:
+// READY on raylet r (or the best raylet when r < 0), or UNSCHEDULED when
+// an input was lost meanwhile and is being rebuilt.
+func (s *Scheduler) requeue(j *job, i int32, r int32) {
+	if j.waiting[i] > 0 {
+		j.state[i] = Unscheduled
+		j.where[i] = -1
+		return
+	}
+	s.makeReady(j, i, r)
 }
 
 func (s *Scheduler) wake(r int32) {
@@ -465,17 +489,29 @@ func (s *Scheduler) Complete(r int32, c *wire.Completion) *Effects {
 	if !ok {
 		return fx // a job that ended or was released
 	}
+	if (j.state[i] == Unscheduled || j.state[i] == Ready) && !c.Failed() && s.raylets[r].alive {
+		// Work a previous leader dispatched: the outputs exist on r, so keep
+		// them rather than run the subtask again.
+		if j.state[i] == Ready {
+			j.where[i] = -1 // its queue entry is now stale
+		}
+		s.markFinished(j, i, r, c.Sizes, c.Fetched)
+		return fx
+	}
 	if j.where[i] != r || j.attempts[i] != uint8(c.Attempt) {
-		return fx // stale: from an attempt we gave up on
+		s.discard(j, i, r, c) // stale: from an attempt we gave up on
+		return fx
 	}
 	switch j.state[i] {
 	case Running:
 	case Cancelling:
 		j.state[i] = Cancelled
 		s.stopped(j, i, r)
+		s.discard(j, i, r, c)
 		s.maybeEndCancelled(j)
 		return fx
 	default:
+		s.discard(j, i, r, c)
 		return fx
 	}
 	s.stopped(j, i, r)
@@ -483,18 +519,43 @@ func (s *Scheduler) Complete(r int32, c *wire.Completion) *Effects {
 		s.failed(j, i, r, c)
 		return fx
 	}
-	for k, size := range c.Sizes {
-		outs := j.sg.OutputsOf(i)
+	s.markFinished(j, i, r, c.Sizes, c.Fetched)
+	return fx
+}
+
+// discard frees the outputs a successful but unwanted attempt left on r
+// (it finished after a cancel, or after the subtask was given to another
+// raylet), unless they are the copies the job uses.
+func (s *Scheduler) discard(j *job, i, r int32, c *wire.Completion) {
+	if c.Failed() || !s.raylets[r].alive || len(c.Sizes) == 0 {
+		return
+	}
+	if (j.state[i] == Finished && j.where[i] == r) || contains(j.copies[i], r) {
+		return
+	}
+	ids := make([]dag.ObjectID, len(c.Sizes))
+	for k := range ids {
+		ids[k] = dag.NewObjectID(c.ID, uint32(k))
+	}
+	s.freeOn(r, ids)
+}
+
+// markFinished records that subtask i's outputs (of the given sizes) are
+// stored on raylet r, wakes its readers and frees what is no longer read.
+func (s *Scheduler) markFinished(j *job, i, r int32, sizes []int64, fetched []dag.ObjectID) {
+	outs := j.sg.OutputsOf(i)
+	for k, size := range sizes {
 		if k < len(outs) {
 			j.size[outs[k]] = size
 		}
 	}
-	for _, id := range c.Fetched {
+	for _, id := range fetched {
 		if pj, pi, ok := s.lookup(id.Subtask()); ok && pj == j && j.where[pi] != r && !contains(j.copies[pi], r) {
 			j.copies[pi] = append(j.copies[pi], r)
 		}
 	}
 	j.state[i] = Finished
+	j.where[i] = r
 	j.done++
 	for _, u := range j.sg.Succs.Row(i) {
 		if j.state[u] == Unscheduled || j.state[u] == Ready || j.state[u] == Running {
@@ -516,7 +577,6 @@ func (s *Scheduler) Complete(r int32, c *wire.Completion) *Effects {
 	if j.done == len(j.state) && j.status == JobRunning {
 		s.finish(j, JobSucceeded, nil)
 	}
-	return fx
 }
 
 func contains(s []int32, v int32) bool {
@@ -546,11 +606,7 @@ func (s *Scheduler) failed(j *job, i, r int32, c *wire.Completion) {
 	}
 	j.attempts[i]++
 	if int(j.attempts[i]) <= j.retries && j.status == JobRunning {
-		if j.waiting[i] > 0 {
-			j.state[i] = Unscheduled // an input was lost meanwhile and is being rebuilt
-			return
-		}
-		s.makeReady(j, i, s.place(j, i, r))
+		s.requeue(j, i, s.place(j, i, r))
 		return
 	}
 	j.state[i] = Fatal
@@ -733,10 +789,10 @@ func (s *Scheduler) LoseRaylet(r int32) *Effects {
 			}
 			switch j.state[i] {
 			case Ready:
-				s.makeReady(j, i, -1)
+				s.requeue(j, i, -1)
 			case Running:
 				j.active--
-				s.makeReady(j, i, -1)
+				s.requeue(j, i, -1)
 			case Cancelling:
 				j.active--
 				j.state[i] = Cancelled
@@ -836,6 +892,122 @@ func (s *Scheduler) available(j *job, p int32) bool {
 		}
 	}
 	return false
+}
+
+// heldAt is an object a raylet reported holding.
+type heldAt struct {
+	r    int32
+	id   dag.ObjectID
+	size int64
+}
+
+// AddHeld takes a raylet's report of the objects in its store (at
+// registration). Subtasks of known jobs that have not started and whose
+// outputs all exist there count as finished; reports for jobs not yet known
+// are kept for AddJob (a new leader hears from raylets before it resumes
+// jobs).
+func (s *Scheduler) AddHeld(r int32, held []wire.HeldObject) *Effects {
+	fx := s.begin()
+	byJob := map[dag.TaskID][]heldAt{}
+	for _, h := range held {
+		byJob[h.ID.Subtask().Task()] = append(byJob[h.ID.Subtask().Task()], heldAt{r: r, id: h.ID, size: h.Size})
+	}
+	for task, hs := range byJob {
+		j, ok := s.jobs[task]
+		if !ok {
+			s.held[task] = append(s.held[task], hs...)
+			continue
+		}
+		if j.status != JobRunning {
+			continue
+		}
+		s.adoptHeld(j, hs)
+		for i := int32(0); i < int32(len(j.state)); i++ {
+			if j.state[i] == Unscheduled && j.waiting[i] == 0 {
+				s.makeReady(j, i, -1)
+			}
+		}
+		if j.done == len(j.state) {
+			s.finish(j, JobSucceeded, nil)
+		}
+	}
+	return fx
+}
+
+// adoptHeld marks as finished every not-yet-started subtask of j whose
+// outputs are all held by one raylet, then skips subtasks nothing needs any
+// more: not a result, and every reader finished or skipped.
+func (s *Scheduler) adoptHeld(j *job, held []heldAt) {
+	type got struct {
+		r     int32
+		n     int
+		sizes []int64
+	}
+	per := map[int32]*got{}
+	for _, h := range held {
+		jj, i, ok := s.lookup(h.id.Subtask())
+		if !ok || jj != j || (j.state[i] != Unscheduled && j.state[i] != Ready) {
+			continue
+		}
+		outs := j.sg.OutputsOf(i)
+		k := int(h.id.Output())
+		if k >= len(outs) {
+			continue
+		}
+		g := per[i]
+		if g == nil {
+			g = &got{r: h.r, sizes: make([]int64, len(outs))}
+			per[i] = g
+		}
+		if g.r != h.r {
+			continue // copies on another raylet; one holder suffices
+		}
+		if g.sizes[k] == 0 {
+			g.n++
+		}
+		g.sizes[k] = max(h.size, 1)
+	}
+	adopted := false
+	for i := int32(0); i < int32(len(j.state)); i++ { // topological order
+		g := per[i]
+		if g == nil || g.n != len(j.sg.OutputsOf(i)) || !s.raylets[g.r].alive {
+			continue
+		}
+		if j.state[i] == Ready {
+			j.where[i] = -1 // stale queue entry
+		}
+		s.markFinished(j, i, g.r, g.sizes, nil)
+		adopted = true
+	}
+	if !adopted {
+		return
+	}
+	// Skip what nobody needs: reverse topological order.
+	run := make([]bool, len(j.state))
+	for i := int32(len(j.state)) - 1; i >= 0; i-- {
+		st := j.state[i]
+		if st == Finished || st == Freed || st == Running {
+			continue
+		}
+		need := false
+		for _, c := range j.sg.OutputsOf(i) {
+			need = need || j.result[c]
+		}
+		for _, u := range j.sg.Succs.Row(i) {
+			need = need || run[u] || j.state[u] == Running
+		}
+		run[i] = need
+		if !need {
+			j.state[i] = Freed
+			j.done++
+			for _, p := range j.sg.Preds.Row(i) {
+				j.pending[p]--
+				if j.pending[p] == 0 && j.state[p] == Finished {
+					s.free(j, p)
+				}
+			}
+		}
+	}
 }
 
 // Requeue places READY subtasks that had no alive raylet when they became

@@ -366,3 +366,93 @@ func TestStaleCompletionIgnored(t *testing.T) {
 		t.Fatalf("job %+v", info)
 	}
 }
+
+// heldNow lists what each raylet still holds, as raylets would report it
+// to a new leader: everything made and not yet freed.
+func (h *harness) heldNow(p *lowering.Plan, made map[dag.ObjectID]int32) map[int32][]wire.HeldObject {
+	out := map[int32][]wire.HeldObject{}
+	for id, r := range made {
+		if !h.freed[r][id] {
+			out[r] = append(out[r], wire.HeldObject{ID: id, Size: 8})
+		}
+	}
+	return out
+}
+
+func TestNewLeaderKeepsWhatRayletsHold(t *testing.T) {
+	h := newHarness(t, 2)
+	p := h.addJob(7, seed(400, 5), 0) // 160 sources, 80 fused, 27 combines
+	made := map[dag.ObjectID]int32{}
+	// Run about half the job.
+	for rounds := 0; rounds < 30; rounds++ {
+		for _, r := range []int32{0, 1} {
+			for _, sp := range h.pull(r, 2) {
+				h.ok(r, sp)
+				for k := range sp.Outputs {
+					made[dag.NewObjectID(sp.ID, uint32(k))] = r
+				}
+			}
+		}
+	}
+	info, _ := h.s.Job(7)
+	if info.Done < 20 || info.Done > info.Subtasks-10 {
+		t.Fatalf("setup: %d of %d done", info.Done, info.Subtasks)
+	}
+	held := h.heldNow(p, made)
+
+	// A new leader: raylets register (with what they hold) before the job
+	// is resumed from its Raft record.
+	h2 := newHarness(t, 0)
+	for r := int32(0); r < 2; r++ {
+		h2.s.AddRaylet(string(rune('A'+r)), "addr-"+string(rune('A'+r)), 2)
+		h2.take(h2.s.AddHeld(r, held[r]))
+	}
+	index, _ := h2.s.AliveSlots()
+	h2.take(h2.s.AddJob(7, p, 0, index))
+	dispatched := 0
+	for rounds := 0; rounds < 1000; rounds++ {
+		progressed := false
+		for _, r := range []int32{0, 1} {
+			for _, sp := range h2.pull(r, 4) {
+				dispatched++
+				if _, ok := made[dag.NewObjectID(sp.ID, 0)]; ok && !h.freed[made[dag.NewObjectID(sp.ID, 0)]][dag.NewObjectID(sp.ID, 0)] {
+					t.Fatalf("subtask %s ran again though its output is held", sp.ID)
+				}
+				h2.ok(r, sp)
+				progressed = true
+			}
+		}
+		if !progressed {
+			break
+		}
+	}
+	info, _ = h2.s.Job(7)
+	if info.Status != JobSucceeded {
+		t.Fatalf("resumed job %v, %d/%d", info.Status, info.Done, info.Subtasks)
+	}
+	if dispatched >= info.Subtasks-20 {
+		t.Fatalf("the new leader ran %d of %d subtasks: it did not keep held work", dispatched, info.Subtasks)
+	}
+}
+
+func TestLateCompletionFromPreviousLeaderIsKept(t *testing.T) {
+	h := newHarness(t, 1)
+	p := h.addJob(3, tensor.Ones([]int64{8}, tensor.Chunks(4)).Sum(), 0)
+	// A raylet reports a subtask the new leader has queued but not sent.
+	var src int32 = -1
+	for i := int32(0); i < int32(p.Stage.Len()); i++ {
+		if len(p.Stage.Preds.Row(i)) == 0 {
+			src = i
+			break
+		}
+	}
+	h.take(h.s.Complete(0, &wire.Completion{ID: p.Stage.ID(src), Sizes: []int64{32}}))
+	if got := h.s.StateOf(3, src); got != Finished {
+		t.Fatalf("late completion left the subtask %v", got)
+	}
+	for _, sp := range h.pull(0, 10) {
+		if sp.ID == p.Stage.ID(src) {
+			t.Fatal("the kept subtask was dispatched again")
+		}
+	}
+}

@@ -263,25 +263,54 @@ func (s *Server) resumeJobs() {
 		s.log.Warn("resume jobs: raft barrier", "err", err)
 		return
 	}
+	s.awaitRaylets(ctx)
 	for _, rec := range s.node.Jobs() {
 		if rec.Status.Terminal() {
 			continue
 		}
-		var g dag.TileableGraph
-		var opts wire.JobOptions
-		err := codec.Unmarshal(rec.Graph, &g)
-		if err == nil {
-			err = codec.Unmarshal(rec.Options, &opts)
-		}
-		var tiled *lowering.Tiled
-		if err == nil {
-			tiled, err = lowering.Tile(&g, dag.Ops)
-		}
-		if err == nil {
-			err = s.startJob(ctx, rec.Task, tiled, opts, rec.Submitted)
-		}
-		if err != nil {
+		if err := s.resumeJob(ctx, rec); err != nil {
 			s.log.Warn("resume job", "task", rec.Task, "err", err)
+		}
+	}
+}
+
+// resumeJob lowers a job again from its Raft record and schedules it; the
+// committed stage makes the subtask graph identical, and objects raylets
+// report holding are kept.
+func (s *Server) resumeJob(ctx context.Context, rec raftmeta.Job) error {
+	var g dag.TileableGraph
+	var opts wire.JobOptions
+	if err := codec.Unmarshal(rec.Graph, &g); err != nil {
+		return fmt.Errorf("decode graph of job %d: %w", rec.Task, err)
+	}
+	if err := codec.Unmarshal(rec.Options, &opts); err != nil {
+		return fmt.Errorf("decode options of job %d: %w", rec.Task, err)
+	}
+	tiled, err := lowering.Tile(&g, dag.Ops)
+	if err != nil {
+		return err
+	}
+	return s.startJob(ctx, rec.Task, tiled, opts, rec.Submitted)
+}
+
+// awaitRaylets gives raylets a moment to find a new leader and report what
+// they hold before jobs are resumed: until every raylet known to Raft is
+// back, or two heartbeat intervals.
+func (s *Server) awaitRaylets(ctx context.Context) {
+	deadline := time.Now().Add(2 * s.cfg.HeartbeatInterval)
+	want := len(s.node.Raylets())
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		s.mu.Lock()
+		n := len(s.bySess)
+		s.mu.Unlock()
+		if n >= want {
+			return
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
 		}
 	}
 }
@@ -435,8 +464,9 @@ func (s *Server) registerRaylet(ctx context.Context, sess *transport.Session, re
 		delete(s.bySess, old.sess)
 		go old.sess.Close()
 	}
-	fx := s.sched.Requeue()
-	work := s.effectsLocked(fx)
+	var work effectWork
+	work.add(s, s.sched.AddHeld(r, req.Held))
+	work.add(s, s.sched.Requeue())
 	s.mu.Unlock()
 	s.do(work)
 	s.log.Info("raylet registered", "raylet", req.ID, "addr", req.Addr, "slots", req.Slots)

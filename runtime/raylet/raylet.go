@@ -204,6 +204,9 @@ func (r *Raylet) Close() error {
 func (r *Raylet) register(ctx context.Context, s *transport.Session) error {
 	st := r.store.Stats()
 	req := wire.RegisterRaylet{ID: r.id, Addr: r.addr, Slots: r.cfg.Slots, StoreCapacity: st.Capacity}
+	for _, id := range r.store.IDs(nil) {
+		req.Held = append(req.Held, wire.HeldObject{ID: id})
+	}
 	var rep wire.RegisterReply
 	if err := s.Call(ctx, wire.MethodRegisterRaylet, req, &rep); err != nil {
 		return fmt.Errorf("register raylet %s: %w", r.id, err)

@@ -56,8 +56,15 @@ type RegisterRaylet struct {
 	Addr          string `cbor:"2,keyasint"` // where peers and drivers reach its objects
 	Slots         int    `cbor:"3,keyasint"`
 	StoreCapacity int64  `cbor:"4,keyasint"`
-	// Held lists the objects already in its store (after a head failover).
-	Held []dag.ObjectID `cbor:"5,keyasint,omitempty"`
+	// Held lists the objects already in its store, so that a new leader
+	// keeps what exists instead of computing it again.
+	Held []HeldObject `cbor:"5,keyasint,omitempty"`
+}
+
+// HeldObject is an object a raylet holds, with its size.
+type HeldObject struct {
+	ID   dag.ObjectID `cbor:"1,keyasint"`
+	Size int64        `cbor:"2,keyasint"`
 }
 
 // RegisterReply answers RegisterRaylet.

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/phobos-project/phobos"
+	"github.com/phobos-project/phobos/bindings/bench"
+	"github.com/phobos-project/phobos/runtime/cluster"
+)
+
+// waitProgress waits until at least n subtasks of the job have finished.
+func waitProgress(t *testing.T, ctx context.Context, j *phobos.Job, n int) {
+	t.Helper()
+	for {
+		st, err := j.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Terminal() {
+			t.Fatalf("job ended (%s) before the fault could be injected", st.Status)
+		}
+		if st.Finished >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job made no progress: %d finished", st.Finished)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func int64Result(t *testing.T, v *phobos.Value) int64 {
+	t.Helper()
+	if len(v.Data) != 8 {
+		t.Fatalf("result has %d bytes, want one int64", len(v.Data))
+	}
+	return int64(binary.LittleEndian.Uint64(v.Data))
+}
+
+// TestRayletKilledMidJob kills -9 a raylet while a job runs: its work runs
+// elsewhere, lost outputs are rebuilt, and the result is exact.
+func TestRayletKilledMidJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startCluster(t, ctx, 1, 3)
+	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	const n = 240
+	j, err := drv.Submit(ctx, bench.SleepSum(n, 25*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitProgress(t, ctx, j, n/4)
+	if err := c.Raylets[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := j.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int64Result(t, res.Values[0]); got != n*(n-1)/2 {
+		t.Fatalf("sum = %d, want %d", got, n*(n-1)/2)
+	}
+	st, err := drv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range st.Raylets {
+		if r.ID == c.Raylets[1].ID && r.State == "alive" {
+			t.Fatalf("killed raylet still alive in status: %+v", r)
+		}
+	}
+}
+
+// TestLeaderKilledMidJob kills -9 the head leader while a job runs: a new
+// leader resumes the job from Raft, the driver finds it by itself, and the
+// result is exact. The old leader then restarts and catches up.
+func TestLeaderKilledMidJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startCluster(t, ctx, 3, 2)
+	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	const n = 240
+	j, err := drv.Submit(ctx, bench.SleepSum(n, 25*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitProgress(t, ctx, j, n/4)
+	st, err := drv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader *cluster.Proc
+	for _, h := range c.Heads {
+		if h.ID == st.Leader {
+			leader = h
+		}
+	}
+	if leader == nil {
+		t.Fatalf("no leader in %+v", st)
+	}
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := j.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int64Result(t, res.Values[0]); got != n*(n-1)/2 {
+		t.Fatalf("sum = %d, want %d", got, n*(n-1)/2)
+	}
+	if testing.Verbose() {
+		dumpLogs(t, c)
+	}
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := drv.Status(ctx)
+		if err == nil && st.Leader != "" && st.Leader != leader.ID && len(st.Heads) == 3 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("cluster did not settle after the old leader restarted: %+v, %v", st, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
