@@ -67,6 +67,7 @@ func Local(ctx context.Context, cfg LocalConfig) (*Client, error) {
 	var tok [32]byte
 	rand.Read(tok[:])
 	token := []byte(hex.EncodeToString(tok[:]))
+	name := "local-" + hex.EncodeToString(tok[:3]) // unique per cluster, so several can share a process
 	log := cfg.Logger
 	if log == nil {
 		log = cfg.Options.Logger
@@ -75,7 +76,7 @@ func Local(ctx context.Context, cfg LocalConfig) (*Client, error) {
 	rc := raftmeta.DefaultConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
 	h, err := head.Start(head.Config{
-		ID: "local-head", Listen: "127.0.0.1:0", DataDir: filepath.Join(lc.dir, "head"),
+		ID: name + "-head", Listen: "127.0.0.1:0", DataDir: filepath.Join(lc.dir, "head"),
 		Token: token, Raft: rc, Logger: log,
 	})
 	if err != nil {
@@ -85,7 +86,7 @@ func Local(ctx context.Context, cfg LocalConfig) (*Client, error) {
 	lc.head = h
 	for i := 0; i < cfg.Raylets; i++ {
 		r, err := raylet.Start(ctx, raylet.Config{
-			ID: fmt.Sprintf("local-raylet-%d", i), Heads: []string{h.Addr()}, Token: token, Slots: cfg.Slots,
+			ID: fmt.Sprintf("%s-raylet-%d", name, i), Heads: []string{h.Addr()}, Token: token, Slots: cfg.Slots,
 			Store:  objectstore.Config{Dir: cfg.StoreDir, Capacity: cfg.StoreSize},
 			Logger: log,
 		})

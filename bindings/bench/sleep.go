@@ -23,19 +23,12 @@ func init() {
 
 type sleepArgs struct {
 	Sleep time.Duration `cbor:"1,keyasint"`
-	// IgnoreCancel makes the kernel ignore its context (to test abandoning).
-	IgnoreCancel bool `cbor:"2,keyasint,omitempty"`
 }
 
 // SleepSum returns a job of n subtasks that each sleep d (watching their
 // context) and output their index, summed by a tree of 4-way combines: its
 // result is n(n-1)/2. It is long enough to kill things in the middle of.
 func SleepSum(n int64, d time.Duration) Graph { return sleepSum(n, sleepArgs{Sleep: d}) }
-
-// StuckSum is SleepSum with kernels that ignore cancellation.
-func StuckSum(n int64, d time.Duration) Graph {
-	return sleepSum(n, sleepArgs{Sleep: d, IgnoreCancel: true})
-}
 
 func sleepSum(n int64, a sleepArgs) Graph {
 	args, _ := codec.Marshal(a)
@@ -57,16 +50,12 @@ func (sleepOp) Exec(kc *dag.KernelCall) error {
 	if err := codec.Unmarshal(kc.Args, &a); err != nil {
 		return fmt.Errorf("%s: malformed args: %w", sleepName, err)
 	}
-	if a.IgnoreCancel {
-		time.Sleep(a.Sleep)
-	} else {
-		t := time.NewTimer(a.Sleep)
-		select {
-		case <-t.C:
-		case <-kc.Ctx.Done():
-			t.Stop()
-			return kc.Interrupted()
-		}
+	t := time.NewTimer(a.Sleep)
+	select {
+	case <-t.C:
+	case <-kc.Ctx.Done():
+		t.Stop()
+		return kc.Interrupted()
 	}
 	return noopOp{}.Exec(kc)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,9 +121,6 @@ func TestLeaderKilledMidJob(t *testing.T) {
 	if got := int64Result(t, res.Values[0]); got != n*(n-1)/2 {
 		t.Fatalf("sum = %d, want %d", got, n*(n-1)/2)
 	}
-	if testing.Verbose() {
-		dumpLogs(t, c)
-	}
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -136,5 +134,48 @@ func TestLeaderKilledMidJob(t *testing.T) {
 			t.Fatalf("cluster did not settle after the old leader restarted: %+v, %v", st, err)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// TestRayletPausedMissesHeartbeats pauses a raylet (SIGSTOP): its session
+// stays open, so only missed heartbeats reveal it. Its work runs
+// elsewhere; resumed, it registers again.
+func TestRayletPausedMissesHeartbeats(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startClusterWith(t, ctx, 1, 2, []string{"--raylet-timeout", "1s"})
+	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	const n = 160
+	j, err := drv.Submit(ctx, bench.SleepSum(n, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitProgress(t, ctx, j, n/4)
+	paused := c.Raylets[0]
+	if err := paused.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	res, err := j.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int64Result(t, res.Values[0]); got != n*(n-1)/2 {
+		t.Fatalf("sum = %d, want %d", got, n*(n-1)/2)
+	}
+	st, _ := drv.Status(ctx)
+	for _, r := range st.Raylets {
+		if r.ID == paused.ID && r.State == "alive" {
+			t.Fatalf("paused raylet still alive: %+v", r)
+		}
+	}
+	if err := paused.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatalf("resumed raylet did not come back: %v", err)
 	}
 }

@@ -48,11 +48,17 @@ func buildPhobos(t *testing.T) string {
 // and removes their files when the test ends, even if it fails.
 func startCluster(t *testing.T, ctx context.Context, heads, raylets int) *cluster.Cluster {
 	t.Helper()
+	return startClusterWith(t, ctx, heads, raylets, nil)
+}
+
+// startClusterWith is startCluster with extra head flags.
+func startClusterWith(t *testing.T, ctx context.Context, heads, raylets int, headArgs []string) *cluster.Cluster {
+	t.Helper()
 	bin := buildPhobos(t)
 	dir := t.TempDir()
 	c, err := cluster.Start(ctx, cluster.Spec{
 		Binary: bin, Dir: dir, Heads: heads, Raylets: raylets, Slots: 2, StoreSize: "128MiB",
-		HeadArgs:   []string{"--raft-heartbeat", "100ms", "--raft-election", "100ms", "--raft-lease", "50ms", "--log-level", "info"},
+		HeadArgs:   append([]string{"--raft-heartbeat", "100ms", "--raft-election", "100ms", "--raft-lease", "50ms", "--log-level", "info"}, headArgs...),
 		RayletArgs: []string{"--log-level", "info"},
 	})
 	if err != nil {

@@ -31,6 +31,9 @@ var commands = []command{
 	{"up", "run a local cluster of heads and raylets as child processes", runUp},
 	{"demo", "run the seed example (a+b).sum() on an embedded or running cluster", runDemo},
 	{"status", "show a cluster's heads and raylets", runStatus},
+	{"jobs", "list a cluster's jobs", runJobs},
+	{"cancel", "cancel a running job", runCancel},
+	{"bench", "measure subtask throughput on an embedded or running cluster", runBench},
 }
 
 func main() {

@@ -455,6 +455,7 @@ func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
 	sp.Outputs = make([]int32, len(outs))
 	for k, c := range outs {
 		sp.Outputs[k] = int32(indexOf(chunks, c))
+		sp.OutputBytes += cg.Meta(c).Bytes()
 	}
 	return sp
 }

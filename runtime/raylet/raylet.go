@@ -41,6 +41,10 @@ type Config struct {
 	// HeartbeatInterval is how often the raylet reports to the leader;
 	// default 1s.
 	HeartbeatInterval time.Duration
+	// CancelGrace is how long an interrupted kernel may run on before it is
+	// abandoned: reported cancelled, its slot given to a new worker, and
+	// whatever it produces later discarded; default 2s.
+	CancelGrace time.Duration
 	// MaxFrame caps control frames; default transport's.
 	MaxFrame int
 	// Transport, if set, is the base transport configuration (for fault
@@ -74,7 +78,17 @@ type Raylet struct {
 	avgRun   time.Duration // moving average of subtask run time
 	pending  []wire.Completion
 	flush    chan struct{}
-	cancels  map[dag.SubtaskID]context.CancelFunc // running subtasks
+	runs     map[dag.SubtaskID]*runningTask // running subtasks
+	reserved int64                          // store bytes the running subtasks need
+	stuck    int                            // abandoned kernels still running
+}
+
+// runningTask is a subtask a worker is running.
+type runningTask struct {
+	attempt   int
+	ws        int64 // working set reserved in the store
+	cancel    context.CancelFunc
+	abandoned bool // ignored its interrupt: reported cancelled, slot replaced
 }
 
 // Start opens the store and listener, connects to the head leader and
@@ -97,6 +111,9 @@ func Start(ctx context.Context, cfg Config) (*Raylet, error) {
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.CancelGrace <= 0 {
+		cfg.CancelGrace = 2 * time.Second
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
@@ -146,8 +163,8 @@ func Start(ctx context.Context, cfg Config) (*Raylet, error) {
 	r := &Raylet{
 		cfg: cfg, log: log, id: id, addr: addr, tcfg: tcfg, store: store, ln: ln,
 		ctx: rctx, cancel: cancel,
-		flush:   make(chan struct{}, 1),
-		cancels: map[dag.SubtaskID]context.CancelFunc{},
+		flush: make(chan struct{}, 1),
+		runs:  map[dag.SubtaskID]*runningTask{},
 	}
 	r.cond = sync.NewCond(&r.mu)
 	r.peers = newPeers(tcfg, log)
@@ -197,6 +214,27 @@ func (r *Raylet) Close() error {
 	r.head.Close()
 	r.peers.close()
 	r.wg.Wait()
+	// Kernels that ignored their interrupt may still write into the arena;
+	// give them a moment, and if they are still there, leave the arena
+	// mapped (the process is usually exiting) rather than pull memory from
+	// under them.
+	deadline := time.Now().Add(time.Second)
+	r.mu.Lock()
+	for r.stuck > 0 && time.Now().Before(deadline) {
+		r.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		r.mu.Lock()
+	}
+	stuck := r.stuck
+	r.mu.Unlock()
+	if stuck > 0 {
+		// The file goes now; its memory when the mapping does, at exit.
+		r.log.Warn("closing with kernels that ignored their interrupt still running; the store arena stays mapped until the process exits", "kernels", stuck, "arena", r.store.Path())
+		if err := os.Remove(r.store.Path()); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove arena of raylet %s: %w", r.id, err)
+		}
+		return nil
+	}
 	return r.store.Close()
 }
 
@@ -299,23 +337,29 @@ func (r *Raylet) pullLoop() {
 	}
 }
 
+// worker runs subtasks from the local queue, one at a time. A worker whose
+// kernel is abandoned exits when the kernel finally returns; abandon
+// started its replacement and accounted for it in r.wg.
 func (r *Raylet) worker() {
-	defer r.wg.Done()
 	for {
 		r.mu.Lock()
-		for len(r.queue) == 0 && r.ctx.Err() == nil {
+		var spec *wire.SubtaskSpec
+		for r.ctx.Err() == nil {
+			if spec = r.admit(); spec != nil {
+				break
+			}
 			r.cond.Wait()
 		}
 		if r.ctx.Err() != nil {
 			r.mu.Unlock()
+			r.wg.Done()
 			return
 		}
-		spec := r.queue[0]
-		r.queue[0] = nil
-		r.queue = r.queue[1:]
 		ctx, cancel := context.WithCancel(r.ctx)
+		rt := &runningTask{attempt: spec.Attempt, cancel: cancel, ws: spec.WorkingSet()}
 		r.running++
-		r.cancels[spec.ID] = cancel
+		r.reserved += rt.ws
+		r.runs[spec.ID] = rt
 		r.mu.Unlock()
 
 		start := time.Now()
@@ -324,7 +368,15 @@ func (r *Raylet) worker() {
 		cancel()
 
 		r.mu.Lock()
-		delete(r.cancels, spec.ID)
+		delete(r.runs, spec.ID)
+		r.reserved -= rt.ws
+		if rt.abandoned {
+			r.stuck--
+			r.cond.Broadcast()
+			r.mu.Unlock()
+			r.discard(spec, &c)
+			return
+		}
 		r.running--
 		r.inflight--
 		r.avgRun = (7*r.avgRun + took) / 8
@@ -335,14 +387,62 @@ func (r *Raylet) worker() {
 	}
 }
 
+// admit takes the best queued subtask whose working set fits in the store
+// beside the running ones (memory admission). When nothing runs, the best
+// one is taken whatever its size, so that work always progresses; one that
+// cannot fit at all then fails with a clear store error. r.mu is held.
+func (r *Raylet) admit() *wire.SubtaskSpec {
+	if len(r.queue) == 0 {
+		return nil
+	}
+	capacity := r.store.Stats().Capacity
+	for i, spec := range r.queue {
+		if r.reserved == 0 || r.reserved+spec.WorkingSet() <= capacity {
+			r.queue = append(r.queue[:i], r.queue[i+1:]...)
+			return spec
+		}
+	}
+	return nil
+}
+
+// abandon gives up on an interrupted kernel that is still running: the
+// subtask is reported cancelled and a new worker takes the slot.
+func (r *Raylet) abandon(id dag.SubtaskID, rt *runningTask) {
+	r.mu.Lock()
+	if r.runs[id] != rt || r.ctx.Err() != nil {
+		r.mu.Unlock()
+		return // it stopped in time
+	}
+	rt.abandoned = true
+	r.stuck++
+	r.running--
+	r.inflight--
+	r.pending = append(r.pending, wire.Completion{ID: id, Attempt: rt.attempt, Kind: dag.KindCancelled,
+		Error: fmt.Sprintf("kernel ignored its interrupt for %v and was abandoned on raylet %s", r.cfg.CancelGrace, r.id)})
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	r.log.Warn("abandoned a kernel that ignored its interrupt", "subtask", id, "grace", r.cfg.CancelGrace)
+	go r.worker() // the stuck worker's wg slot passes to its replacement
+	r.signalFlush()
+}
+
+// discard deletes what an abandoned kernel stored after all.
+func (r *Raylet) discard(spec *wire.SubtaskSpec, c *wire.Completion) {
+	for k := range c.Sizes {
+		_ = r.store.Delete(dag.NewObjectID(spec.ID, uint32(k)))
+	}
+}
+
 // cancelSubtasks interrupts running subtasks and drops queued ones; each dropped
 // subtask is reported cancelled.
 func (r *Raylet) cancelSubtasks(ids []dag.SubtaskID) {
 	r.mu.Lock()
 	dropped := 0
 	for _, id := range ids {
-		if cancel, ok := r.cancels[id]; ok {
-			cancel()
+		if rt, ok := r.runs[id]; ok {
+			rt.cancel()
+			id := id
+			time.AfterFunc(r.cfg.CancelGrace, func() { r.abandon(id, rt) })
 			continue
 		}
 		for i, spec := range r.queue {

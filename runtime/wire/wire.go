@@ -97,6 +97,19 @@ type SubtaskSpec struct {
 	// k is stored as object NewObjectID(ID, k).
 	Outputs []int32     `cbor:"4,keyasint"`
 	Inputs  []InputSpec `cbor:"5,keyasint,omitempty"`
+	// OutputBytes estimates the bytes the outputs take (from their shapes),
+	// for memory admission; 0 when unknown.
+	OutputBytes int64 `cbor:"6,keyasint,omitempty"`
+}
+
+// WorkingSet is the store space a subtask needs while it runs: its pinned
+// inputs and the outputs it writes.
+func (s *SubtaskSpec) WorkingSet() int64 {
+	n := s.OutputBytes
+	for i := range s.Inputs {
+		n += s.Inputs[i].Size
+	}
+	return n
 }
 
 // OpSpec is one chunk op in a subtask, in execution order.

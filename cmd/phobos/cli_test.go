@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phobos-project/phobos"
+	"github.com/phobos-project/phobos/bindings/bench"
+)
+
+// TestCLIJobsAndCancel lists jobs and cancels one with the CLI.
+func TestCLIJobsAndCancel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startCluster(t, ctx, 1, 1)
+	bin := buildPhobos(t)
+	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	done, err := drv.Submit(ctx, bench.SleepSum(4, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := done.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	long, err := drv.Submit(ctx, bench.SleepSum(1000, 100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := exec.CommandContext(ctx, bin, "jobs", "--connect", c.HeadAddrs(), "--token-file", c.TokenFile, "--json").Output()
+	if err != nil {
+		t.Fatalf("phobos jobs: %v", err)
+	}
+	status := map[uint32]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var j struct {
+			Job    uint32
+			Status string
+		}
+		if err := json.Unmarshal([]byte(line), &j); err != nil {
+			t.Fatalf("jobs --json line %q: %v", line, err)
+		}
+		status[j.Job] = j.Status
+	}
+	if status[uint32(done.Task)] != "SUCCEEDED" || status[uint32(long.Task)] != "RUNNING" {
+		t.Fatalf("jobs: %v", status)
+	}
+
+	taskArg := func(j *phobos.Job) string { return fmt.Sprint(j.Task) }
+	out, err = exec.CommandContext(ctx, bin, "cancel", "--connect", c.HeadAddrs(), "--token-file", c.TokenFile, taskArg(long)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cancelled") {
+		t.Fatalf("phobos cancel: %v: %s", err, out)
+	}
+	if _, err := long.Done(ctx); !strings.Contains(errString(err), "cancelled") {
+		t.Fatalf("job after phobos cancel: %v", err)
+	}
+	// Cancelling a finished job is a clear no-op.
+	out, err = exec.CommandContext(ctx, bin, "cancel", "--connect", c.HeadAddrs(), "--token-file", c.TokenFile, taskArg(done)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "already ended: SUCCEEDED") {
+		t.Fatalf("cancel of a finished job: %v: %s", err, out)
+	}
+	out, err = exec.CommandContext(ctx, bin, "cancel", "--connect", c.HeadAddrs(), "--token-file", c.TokenFile, "nope").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "want a job (task) number") {
+		t.Fatalf("cancel nope: %v: %s", err, out)
+	}
+}
+
+// TestCLIBench runs phobos bench at a small scale on an embedded cluster.
+func TestCLIBench(t *testing.T) {
+	bin := buildPhobos(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "bench", "--scale", "0.01", "--json").Output()
+	if err != nil {
+		t.Fatalf("phobos bench: %v", err)
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r struct {
+			Name    string
+			N       int64
+			Seconds float64
+			PerSec  float64 `json:"per_sec"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("bench --json line %q: %v", line, err)
+		}
+		if r.N <= 0 || r.Seconds <= 0 || r.PerSec <= 0 {
+			t.Fatalf("bench line %+v", r)
+		}
+		names[r.Name] = true
+	}
+	for _, n := range []string{"independent", "chain", "seed"} {
+		if !names[n] {
+			t.Fatalf("bench did not run %s: %s", n, out)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,214 @@
+package phobos_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/phobos-project/phobos"
+	"github.com/phobos-project/phobos/bindings/bench"
+	"github.com/phobos-project/phobos/dag"
+)
+
+// flakyOp fails while its counter is positive, then succeeds.
+type flakyOp struct{ failures *atomic.Int64 }
+
+func (flakyOp) Name() string { return "test.flaky" }
+
+func (f flakyOp) Tile(tc *dag.TileContext) error {
+	c, err := tc.AddChunk(tc.Tileable().Op, tc.NodeArgs(), dag.Int64, nil, nil, nil)
+	tc.SetGrid(&dag.Grid{NSplits: [][]int64{}, Chunks: []int32{c}})
+	return err
+}
+
+func (f flakyOp) Exec(kc *dag.KernelCall) error {
+	if f.failures.Add(-1) >= 0 {
+		return errors.New("the flux capacitor is cold")
+	}
+	_, err := kc.Output(0, dag.Meta{DType: dag.Int64}, 8)
+	return err
+}
+
+var flakyFailures atomic.Int64
+
+func init() { dag.MustRegister(flakyOp{&flakyFailures}) }
+
+func flakyGraph() phobos.Graph {
+	return raw{&dag.TileableGraph{Nodes: []dag.TileableNode{{Op: dag.OpIDOf("test.flaky"), DType: dag.Int64}}, Outputs: []int32{0}}}
+}
+
+func TestRetriesThenFatal(t *testing.T) {
+	c, ctx := local(t, 2)
+	// Two failures, then success: within the default three re-runs.
+	flakyFailures.Store(2)
+	if _, err := c.Run(ctx, flakyGraph()); err != nil {
+		t.Fatalf("a subtask failing twice should succeed on retry: %v", err)
+	}
+	// Always failing: the job fails with the op's own error and its name.
+	flakyFailures.Store(1000)
+	_, err := c.Run(ctx, flakyGraph())
+	if !errors.Is(err, phobos.ErrFatal) {
+		t.Fatalf("err = %v, want a fatal task error", err)
+	}
+	for _, want := range []string{"the flux capacitor is cold", "test.flaky", "4 attempts"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if left := flakyFailures.Load(); left != 1000-4 {
+		t.Fatalf("the op ran %d times, want 4 (1 + 3 retries)", 1000-left)
+	}
+}
+
+func TestCancelIsQuick(t *testing.T) {
+	c, ctx := local(t, 2)
+	j, err := c.Submit(ctx, bench.SleepSum(2000, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := j.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Finished > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling for progress, not synchronising
+	}
+	start := time.Now()
+	if err := j.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = j.Done(ctx)
+	if !errors.Is(err, phobos.ErrCancelled) {
+		t.Fatalf("after cancel: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("cancel took %v, want under 1s for kernels that watch their context", took)
+	}
+	// Cancelling again is a clear no-op.
+	if err := j.Cancel(ctx); err != nil {
+		t.Fatalf("cancelling an ended job: %v", err)
+	}
+	st, _ := j.Status(ctx)
+	if st.Status != "CANCELLED" {
+		t.Fatalf("status after a second cancel: %s", st.Status)
+	}
+}
+
+// stuckOp signals when it starts and then ignores cancellation until the
+// test releases it.
+type stuckOp struct{}
+
+var (
+	stuckStarted = make(chan struct{}, 16)
+	stuckRelease = make(chan struct{})
+)
+
+func (stuckOp) Name() string { return "test.stuck" }
+
+func (stuckOp) Tile(tc *dag.TileContext) error {
+	c, err := tc.AddChunk(tc.Tileable().Op, tc.NodeArgs(), dag.Int64, nil, nil, nil)
+	tc.SetGrid(&dag.Grid{NSplits: [][]int64{}, Chunks: []int32{c}})
+	return err
+}
+
+func (stuckOp) Exec(kc *dag.KernelCall) error {
+	stuckStarted <- struct{}{}
+	<-stuckRelease // deaf to kc.Ctx
+	_, err := kc.Output(0, dag.Meta{DType: dag.Int64}, 8)
+	return err
+}
+
+func init() { dag.MustRegister(stuckOp{}) }
+
+func TestCancelAbandonsStuckKernels(t *testing.T) {
+	c, ctx := local(t, 1)
+	t.Cleanup(func() { close(stuckRelease) })
+	j, err := c.Submit(ctx, raw{&dag.TileableGraph{Nodes: []dag.TileableNode{{Op: dag.OpIDOf("test.stuck"), DType: dag.Int64}}, Outputs: []int32{0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stuckStarted:
+	case <-ctx.Done():
+		t.Fatal("the stuck kernel never started")
+	}
+	start := time.Now()
+	if err := j.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := j.Done(wctx); !errors.Is(err, phobos.ErrCancelled) {
+		t.Fatalf("stuck job after cancel: %v", err)
+	}
+	t.Logf("a kernel deaf to its interrupt was abandoned after %v", time.Since(start))
+	// The raylet replaced the stuck slot: new work runs while it is stuck.
+	v, err := c.Run(wctx, bench.SleepSum(4, time.Millisecond))
+	if err != nil {
+		t.Fatalf("after abandoning a stuck kernel: %v", err)
+	}
+	if len(v.Data) != 8 {
+		t.Fatalf("result %v", v.Data)
+	}
+}
+
+// TestStoresEmptyAfterRelease runs a 200,000-subtask job and checks every
+// store is back to its starting usage once the results are released.
+func TestStoresEmptyAfterRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200,000 subtasks; skipped with -short")
+	}
+	c, ctx := local(t, 2)
+	base := storeUse(t, c, ctx)
+	j, err := c.Submit(ctx, bench.Independent(200_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := j.Done(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Subtasks != 200_000 {
+		t.Fatalf("%d subtasks", st.Subtasks)
+	}
+	// The results are held until released.
+	waitStores(t, c, ctx, func(used int64) bool { return used >= base+200_000*8 }, "hold the results")
+	if err := j.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitStores(t, c, ctx, func(used int64) bool { return used == base }, "return to their starting usage")
+}
+
+func storeUse(t *testing.T, c *phobos.Client, ctx context.Context) int64 {
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	for _, r := range st.Raylets {
+		used += r.Store.Used
+	}
+	return used
+}
+
+// waitStores waits (heartbeats carry store usage) until ok holds.
+func waitStores(t *testing.T, c *phobos.Client, ctx context.Context, ok func(int64) bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		used := storeUse(t, c, ctx)
+		if ok(used) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stores did not %s: %d bytes used", what, used)
+		}
+		time.Sleep(50 * time.Millisecond) // heartbeats report usage each second
+	}
+}
