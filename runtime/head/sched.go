@@ -1,7 +1,6 @@
 package head
 
 import (
-	"container/heap"
 	"fmt"
 
 	"github.com/phobos-project/phobos/dag"
@@ -77,6 +76,13 @@ type Scheduler struct {
 	held map[dag.TaskID][]heldAt
 
 	fx Effects
+
+	// Dispatched specs are carved from these buffers, reused by each Pull:
+	// no allocation per subtask in steady state.
+	opBuf  []wire.OpSpec
+	refBuf []int32
+	inBuf  []wire.InputSpec
+	locBuf []string
 }
 
 // Effects are what the caller must do after an event. The slices are
@@ -254,7 +260,7 @@ func (s *Scheduler) makeReady(j *job, i int32, r int32) {
 	s.seq++
 	j.qseq[i] = s.seq
 	rv := s.raylets[r]
-	heap.Push(&rv.queue, entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority})
+	rv.queue.push(entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority})
 	s.wake(r)
 }
 
@@ -321,8 +327,10 @@ func (s *Scheduler) better(a, b int32, held []int64) bool {
 	if held[a] != held[b] {
 		return held[a] > held[b]
 	}
+	// Free slots count the work already queued there, or every tie in a
+	// burst of placements would go to the same raylet.
 	ra, rb := s.raylets[a], s.raylets[b]
-	fa, fb := ra.slots-ra.running, rb.slots-rb.running
+	fa, fb := ra.slots-ra.running-ra.queue.Len(), rb.slots-rb.running-rb.queue.Len()
 	if fa != fb {
 		return fa > fb
 	}
@@ -341,12 +349,14 @@ func (s *Scheduler) aliveCount() int {
 
 // Pull dispatches up to credits subtasks to raylet r, highest priority
 // first, appending their specs to out. An idle raylet steals from the
-// longest queue.
+// longest queue. The specs share memory the scheduler reuses: they are
+// valid until the next call to Pull (encode them before that).
 func (s *Scheduler) Pull(r int32, credits int, out []wire.SubtaskSpec) []wire.SubtaskSpec {
 	rv := s.raylets[r]
 	if !rv.alive {
 		return out
 	}
+	s.opBuf, s.refBuf, s.inBuf, s.locBuf = s.opBuf[:0], s.refBuf[:0], s.inBuf[:0], s.locBuf[:0]
 	for credits > 0 {
 		e, ok := s.pop(r)
 		if !ok {
@@ -370,7 +380,7 @@ func (s *Scheduler) Pull(r int32, credits int, out []wire.SubtaskSpec) []wire.Su
 func (s *Scheduler) pop(r int32) (entry, bool) {
 	q := &s.raylets[r].queue
 	for q.Len() > 0 {
-		e := heap.Pop(q).(entry)
+		e := q.pop()
 		if e.valid(r) {
 			return e, true
 		}
@@ -395,14 +405,14 @@ func (s *Scheduler) steal(thief int32) (entry, bool) {
 	}
 	q := &s.raylets[victim].queue
 	for q.Len() > 0 {
-		e := heap.Pop(q).(entry)
+		e := q.pop()
 		if !e.valid(victim) {
 			continue
 		}
 		if s.inputBytes(e.j, e.i) <= s.StealBytes {
 			return e, true
 		}
-		heap.Push(q, e) // too heavy to move: leave it and stop looking
+		q.push(e) // too heavy to move: leave it and stop looking
 		return entry{}, false
 	}
 	return entry{}, false
@@ -418,46 +428,67 @@ func (s *Scheduler) inputBytes(j *job, i int32) int64 {
 	return b
 }
 
-// spec builds the wire form of subtask i.
+// spec builds the wire form of subtask i in the scheduler's buffers.
 func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
 	sg := j.sg
 	cg := sg.Chunks
 	chunks := sg.ChunksOf(i)
-	sp := wire.SubtaskSpec{ID: sg.ID(i), Attempt: int(j.attempts[i]), Ops: make([]wire.OpSpec, len(chunks))}
+	o0 := len(s.opBuf)
+	s.opBuf = grow(s.opBuf, len(chunks))
+	ops := s.opBuf[o0 : o0+len(chunks) : o0+len(chunks)]
+	in0 := len(s.inBuf)
 	for k, c := range chunks {
-		op := &sp.Ops[k]
+		op := &ops[k]
 		n := &cg.Nodes[c]
 		op.Op, op.Args, op.DType = n.Op, cg.NodeArgs(c), n.DType
 		op.Index, op.Shape = cg.Index(c), cg.Shape(c)
 		ins := cg.Inputs(c)
-		op.Inputs = make([]int32, len(ins))
-		for x, in := range ins {
+		r0 := len(s.refBuf)
+		for _, in := range ins {
 			if sg.Owner[in] == i {
-				op.Inputs[x] = int32(indexOf(chunks, in))
+				s.refBuf = append(s.refBuf, int32(indexOf(chunks, in)))
 				continue
 			}
 			id, _ := sg.ObjectOf(in)
 			k := -1
-			for y := range sp.Inputs {
-				if sp.Inputs[y].Object == id {
-					k = y
+			for y := in0; y < len(s.inBuf); y++ {
+				if s.inBuf[y].Object == id {
+					k = y - in0
 					break
 				}
 			}
 			if k < 0 {
-				sp.Inputs = append(sp.Inputs, wire.InputSpec{Object: id, Size: j.size[in], Locations: s.locations(j, sg.Owner[in])})
-				k = len(sp.Inputs) - 1
+				l0 := len(s.locBuf)
+				s.locBuf = s.appendLocations(s.locBuf, j, sg.Owner[in])
+				s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: j.size[in], Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
+				k = len(s.inBuf) - 1 - in0
 			}
-			op.Inputs[x] = wire.ExternalInput(k)
+			s.refBuf = append(s.refBuf, wire.ExternalInput(k))
 		}
+		op.Inputs = s.refBuf[r0:len(s.refBuf):len(s.refBuf)]
+	}
+	sp := wire.SubtaskSpec{ID: sg.ID(i), Attempt: int(j.attempts[i]), Ops: ops}
+	if len(s.inBuf) > in0 {
+		sp.Inputs = s.inBuf[in0:len(s.inBuf):len(s.inBuf)]
 	}
 	outs := sg.OutputsOf(i)
-	sp.Outputs = make([]int32, len(outs))
-	for k, c := range outs {
-		sp.Outputs[k] = int32(indexOf(chunks, c))
+	r0 := len(s.refBuf)
+	for _, c := range outs {
+		s.refBuf = append(s.refBuf, int32(indexOf(chunks, c)))
 		sp.OutputBytes += cg.Meta(c).Bytes()
 	}
+	sp.Outputs = s.refBuf[r0:len(s.refBuf):len(s.refBuf)]
 	return sp
+}
+
+// grow extends s by n zero elements, reallocating (rarely) when needed.
+func grow[T any](s []T, n int) []T {
+	if len(s)+n <= cap(s) {
+		s = s[:len(s)+n]
+		clear(s[len(s)-n:])
+		return s
+	}
+	return append(s, make([]T, n)...)
 }
 
 func indexOf(s []int32, v int32) int {
@@ -470,8 +501,11 @@ func indexOf(s []int32, v int32) int {
 }
 
 // locations lists the addresses of alive raylets holding p's outputs.
-func (s *Scheduler) locations(j *job, p int32) []string {
-	var out []string
+func (s *Scheduler) locations(j *job, p int32) []string { return s.appendLocations(nil, j, p) }
+
+// appendLocations appends the addresses of alive raylets holding p's
+// outputs to out.
+func (s *Scheduler) appendLocations(out []string, j *job, p int32) []string {
 	if w := j.where[p]; w >= 0 && s.raylets[w].alive {
 		out = append(out, s.raylets[w].addr)
 	}
@@ -1072,21 +1106,54 @@ func (e entry) valid(r int32) bool {
 	return e.j.state[e.i] == Ready && e.j.where[e.i] == r && e.j.qseq[e.i] == e.seq
 }
 
-// readyQueue orders entries by priority, then newest first.
+// readyQueue is a binary heap of entries: best priority first, then
+// newest enqueued. It is typed (container/heap would box every entry into
+// an interface: an allocation per push and per pop).
 type readyQueue []entry
 
 func (q readyQueue) Len() int { return len(q) }
-func (q readyQueue) Less(a, b int) bool {
+
+func (q readyQueue) less(a, b int) bool {
 	if q[a].prio != q[b].prio {
 		return q[a].prio.Before(q[b].prio)
 	}
 	return q[a].seq > q[b].seq
 }
-func (q readyQueue) Swap(a, b int) { q[a], q[b] = q[b], q[a] }
-func (q *readyQueue) Push(x any)   { *q = append(*q, x.(entry)) }
-func (q *readyQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+
+func (q *readyQueue) push(e entry) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *readyQueue) pop() entry {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = entry{}
+	h = h[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && h.less(l, m) {
+			m = l
+		}
+		if r < n && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
 }

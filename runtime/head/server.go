@@ -515,10 +515,17 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, req wire.Pul
 		}
 		specs := s.sched.Pull(r, req.Credits, nil)
 		wake := s.raylets[r].wake
-		s.mu.Unlock()
 		if len(specs) > 0 || wait == 0 {
-			return wire.PullReply{Subtasks: specs}, nil
+			// The specs share the scheduler's buffers: encode them before
+			// the next pull can run.
+			raw, err := codec.Marshal(wire.PullReply{Subtasks: specs})
+			s.mu.Unlock()
+			if err != nil {
+				return nil, dag.Errorf(dag.KindInternal, "encode pull reply: %w", err)
+			}
+			return codec.RawMessage(raw), nil
 		}
+		s.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
