@@ -148,3 +148,8 @@ func (kc *KernelCall) Interrupted() error {
 	}
 	return nil
 }
+
+// UnknownOp describes an op ID that is not registered, for error messages;
+// bindings may set it (before any lookup happens, from init) to name what
+// the ID stands for, using the op's args. It returns "" when it cannot.
+var UnknownOp func(id OpID, args []byte) string

@@ -54,7 +54,7 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 		}
 		outOf[j] = int32(k)
 	}
-	a := &allocator{r: r, subtask: spec.ID}
+	a := &allocator{r: r, ctx: ctx, subtask: spec.ID}
 	defer a.abortUnsealed()
 	if k := fusedKernel(spec, outOf); k != nil {
 		a.beginDirect()
@@ -110,6 +110,11 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 func (r *Raylet) exec(ctx context.Context, op *wire.OpSpec, ins []dag.Value, a *allocator) (err error) {
 	o, ok := dag.Ops.Lookup(op.Op)
 	if !ok {
+		if dag.UnknownOp != nil {
+			if what := dag.UnknownOp(op.Op, op.Args); what != "" {
+				return dag.Errorf(dag.KindInvalidArgument, "%s is not registered on raylet %s; run raylets from a program that registers it (see bindings/fn)", what, r.id)
+			}
+		}
 		return dag.Errorf(dag.KindInvalidArgument, "op %s is not registered on raylet %s; build the raylet with the bindings that define it", op.Op, r.id)
 	}
 	k, ok := o.(dag.Kernel)
@@ -172,6 +177,7 @@ func opNames(spec *wire.SubtaskSpec) string {
 // under their object IDs, the rest in scratch memory.
 type allocator struct {
 	r       *Raylet
+	ctx     context.Context // the subtask's: bounds waiting for store space
 	subtask dag.SubtaskID
 
 	out    int32 // output index of the op being run, or -1
@@ -232,7 +238,7 @@ func (a *allocator) create(out int32, m dag.Meta, n int) ([]byte, error) {
 			return nil, dag.Errorf(dag.KindInvalidArgument, "kernel allocated output %d twice", out)
 		}
 	}
-	buf, err := a.r.store.Create(id, int64(n), dag.EncodeMeta(m))
+	buf, err := a.r.store.CreateCtx(a.ctx, id, int64(n), dag.EncodeMeta(m))
 	if errors.Is(err, objectstore.ErrExists) {
 		// An earlier attempt (or a run before a head failover) already made
 		// this object; kernels are deterministic, so keep it and compute into

@@ -1,0 +1,26 @@
+// Package fn runs plain Go functions as phobos tasks.
+//
+// A function is registered by name, usually from init, in every program
+// that runs raylets (and in the driver, which only needs its signature):
+//
+//	var add = fn.Register2("example.add", func(ctx context.Context, a, b int) (int, error) {
+//		return a + b, nil
+//	})
+//
+// Calls build a DAG; nothing runs until it is submitted:
+//
+//	x := add.Call(fn.Value(1), fn.Value(2))
+//	y := add.Call(x, fn.Value(3))
+//	v, err := fn.Get(ctx, client, y) // 6
+//
+// Arguments are values (encoded with CBOR) or the results of other calls.
+// A call may return several results (Call2). Functions of any signature can
+// also be registered with Register and called with Call / Call2, checked
+// when the call is built.
+//
+// Heads never run user code: a call tiles into one chunk whose op is the
+// function itself (op ID = murmur3 of "fn:" + its name), so only raylets
+// need the function. A user's program becomes a raylet with cli.Main; a
+// raylet that lacks a function fails the call with an error naming the
+// function and the raylet.
+package fn
