@@ -28,6 +28,9 @@ type LocalConfig struct {
 	StoreSize int64
 	// StoreDir holds the store arenas; default /dev/shm (or the temp dir).
 	StoreDir string
+	// SpillDir is where full stores spill objects (each raylet in its own
+	// subdirectory, removed at Close); default the temp dir.
+	SpillDir string
 	// Dir holds the head's Raft data; default a new temporary directory,
 	// removed by Close.
 	Dir string
@@ -87,7 +90,7 @@ func Local(ctx context.Context, cfg LocalConfig) (*Client, error) {
 	for i := 0; i < cfg.Raylets; i++ {
 		r, err := raylet.Start(ctx, raylet.Config{
 			ID: fmt.Sprintf("%s-raylet-%d", name, i), Heads: []string{h.Addr()}, Token: token, Slots: cfg.Slots,
-			Store:  objectstore.Config{Dir: cfg.StoreDir, Capacity: cfg.StoreSize},
+			Store:  objectstore.Config{Dir: cfg.StoreDir, Capacity: cfg.StoreSize, SpillDir: cfg.SpillDir},
 			Logger: log,
 		})
 		if err != nil {

@@ -1,6 +1,7 @@
 package objectstore
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,9 +20,11 @@ import (
 // arena is the memory-mapped file that holds object bytes. It is created
 // whole at Open and never grows, so every page it maps has backing store.
 type arena struct {
-	path string
-	file *os.File // kept open: a later cross-process reader can be handed the fd
-	data mmap.MMap
+	path    string
+	file    *os.File  // kept open for the life of the store
+	mapping mmap.MMap // the whole file: header page, then the data
+	data    []byte    // mapping[dataOffset:], the object space
+	id      [16]byte  // random; in the header, so a reader can tell this arena from any other
 }
 
 // fallocate is unix.Fallocate; tests replace it to simulate a filesystem
@@ -64,20 +67,28 @@ func sanitizeName(name string) string {
 
 // arenaFileName is phobos-<name>-<pid>.arena; name must be sanitised.
 func arenaFileName(name string, pid int) string {
-	return "phobos-" + name + "-" + strconv.Itoa(pid) + ".arena"
+	return "phobos-" + name + "-" + strconv.Itoa(pid) + arenaSuffix
 }
+
+const (
+	arenaSuffix = ".arena"
+	spillSuffix = ".spill" // the store's directory inside the spill dir
+)
 
 // parseArenaPID returns the pid in file when file is exactly
 // arenaFileName(name, pid) for a positive decimal pid. Names of other
 // stores ("phobos-<name>-x-12.arena" when name is a prefix of theirs) do
 // not parse, because the part between name and ".arena" must be the
 // canonical decimal form (digits only, no leading zero).
-func parseArenaPID(file, name string) (int, bool) {
+func parseArenaPID(file, name string) (int, bool) { return parsePID(file, name, arenaSuffix) }
+
+// parsePID is parseArenaPID for any suffix.
+func parsePID(file, name, suffix string) (int, bool) {
 	rest, ok := strings.CutPrefix(file, "phobos-"+name+"-")
 	if !ok {
 		return 0, false
 	}
-	digits, ok := strings.CutSuffix(rest, ".arena")
+	digits, ok := strings.CutSuffix(rest, suffix)
 	if !ok || digits == "" || len(digits) > 10 || digits[0] == '0' {
 		return 0, false
 	}
@@ -93,31 +104,39 @@ func parseArenaPID(file, name string) (int, bool) {
 	return pid, true
 }
 
-// removeStale deletes arena files of this name left in dir by processes
-// that no longer exist (kill -9, a crash). A pid that answers signal 0, or
-// that we may not signal (EPERM: another user's live process), is left
-// alone. Failures are logged, never fatal: a stale file only wastes space.
-func removeStale(dir, name string, log *slog.Logger) {
+// removeStale deletes arena files (suffix ".arena") or spill directories
+// (".spill") of this name left in dir by processes that no longer exist
+// (kill -9, a crash). A pid that answers signal 0, or that we may not
+// signal (EPERM: another user's live process), is left alone. Failures are
+// logged, never fatal: a stale file only wastes space.
+func removeStale(dir, name, suffix string, log *slog.Logger) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		log.Warn("objectstore: cannot list store dir for stale arena files", "dir", dir, "err", err)
+		log.Warn("objectstore: cannot list directory for stale files", "dir", dir, "err", err)
 		return
+	}
+	what := "arena file"
+	if suffix == spillSuffix {
+		what = "spill directory"
 	}
 	self := os.Getpid()
 	for _, e := range entries {
-		pid, ok := parseArenaPID(e.Name(), name)
-		if !ok || pid == self || !e.Type().IsRegular() {
+		pid, ok := parsePID(e.Name(), name, suffix)
+		if !ok || pid == self {
+			continue
+		}
+		if suffix == arenaSuffix && !e.Type().IsRegular() || suffix == spillSuffix && !e.IsDir() {
 			continue
 		}
 		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			log.Warn("objectstore: cannot remove stale arena file", "path", p, "err", err)
+		if err := os.RemoveAll(p); err != nil {
+			log.Warn("objectstore: cannot remove stale "+what+" of a dead process", "path", p, "err", err)
 			continue
 		}
-		log.Info("objectstore: removed stale arena file of a dead process", "path", p, "pid", pid)
+		log.Info("objectstore: removed stale "+what+" of a dead process", "path", p, "pid", pid)
 	}
 }
 
@@ -143,24 +162,33 @@ func openArena(dir, name string, capacity int64, log *slog.Logger) (_ *arena, er
 		}
 	}()
 
-	if err := reserve(f, dir, capacity, log); err != nil {
+	// One header page, then capacity bytes of object space.
+	dataOff := int64(os.Getpagesize())
+	if err := reserve(f, dir, capacity, dataOff+capacity, log); err != nil {
 		return nil, err
 	}
-	data, err := mmap.MapRegion(f, int(capacity), mmap.RDWR, 0, 0)
+	m, err := mmap.MapRegion(f, int(dataOff+capacity), mmap.RDWR, 0, 0)
 	if err != nil {
 		return nil, dag.Errorf(dag.KindResourceExhausted,
 			"objectstore: map %d-byte arena %s: %w; choose a smaller --store-size or raise the process's memory limits", capacity, path, err)
 	}
-	return &arena{path: path, file: f, data: data}, nil
+	a := &arena{path: path, file: f, mapping: m, data: m[dataOff:]}
+	if _, err := rand.Read(a.id[:]); err != nil {
+		_ = m.Unmap()
+		return nil, dag.Errorf(dag.KindInternal, "objectstore: arena id: %w", err)
+	}
+	putHeader(m[:headerSize], arenaHeader{ID: a.id, DataOffset: dataOff, Capacity: capacity})
+	return a, nil
 }
 
-// reserve gives f capacity bytes of real backing store. With fallocate a
-// full tmpfs is an ENOSPC here, not a SIGBUS on first touch later.
-func reserve(f *os.File, dir string, capacity int64, log *slog.Logger) error {
+// reserve gives f total bytes of real backing store (the header page and
+// capacity bytes of object space). With fallocate a full tmpfs is an ENOSPC
+// here, not a SIGBUS on first touch later.
+func reserve(f *os.File, dir string, capacity, total int64, log *slog.Logger) error {
 	fd := int(f.Fd())
 	var err error
 	for {
-		err = fallocate(fd, 0, 0, capacity)
+		err = fallocate(fd, 0, 0, total)
 		if !errors.Is(err, unix.EINTR) {
 			break
 		}
@@ -176,7 +204,7 @@ func reserve(f *os.File, dir string, capacity int64, log *slog.Logger) error {
 		log.Warn("objectstore: the store dir's filesystem cannot preallocate (no fallocate); the arena is sparse, "+
 			"so if the filesystem fills up the process dies with SIGBUS instead of getting an error; prefer a tmpfs such as /dev/shm for --store-dir",
 			"dir", dir, "capacity", capacity)
-		if err := f.Truncate(capacity); err != nil {
+		if err := f.Truncate(total); err != nil {
 			return dag.Errorf(dag.KindResourceExhausted,
 				"objectstore: size %d-byte arena in %s: %w (%s); choose another --store-dir or a smaller --store-size",
 				capacity, dir, err, freeSpace(dir))
@@ -201,7 +229,7 @@ func freeSpace(dir string) string {
 // attempted; the first failure is returned.
 func (a *arena) close() error {
 	var errs []error
-	if err := a.data.Unmap(); err != nil {
+	if err := a.mapping.Unmap(); err != nil {
 		errs = append(errs, fmt.Errorf("unmap %s: %w", a.path, err))
 	}
 	if err := a.file.Close(); err != nil {

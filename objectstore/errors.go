@@ -19,6 +19,12 @@ import (
 //	ErrFull       dag.KindResourceExhausted  no free block is large enough now
 //	ErrTooLarge   dag.KindResourceExhausted  larger than the whole store; never fits
 //	ErrClosed     dag.KindUnavailable        the store was closed
+//	ErrSpill      dag.KindResourceExhausted  a spill file could not be written (the spill dir is full),
+//	              or dag.KindUnavailable     or read back (an I/O error, a corrupt file)
+//
+// A Create or Get that waited for space until its context ended wraps both
+// ErrFull and the context's error, with kind dag.KindCancelled or
+// dag.KindDeadlineExceeded.
 var (
 	ErrNotFound  = errors.New("objectstore: object not found")
 	ErrExists    = errors.New("objectstore: object already exists")
@@ -27,6 +33,7 @@ var (
 	ErrFull      = errors.New("objectstore: store full")
 	ErrTooLarge  = errors.New("objectstore: object larger than the store")
 	ErrClosed    = errors.New("objectstore: store closed")
+	ErrSpill     = errors.New("objectstore: spill failed")
 )
 
 // storeError builds an error of kind k that wraps sentinel, whose text is
@@ -49,4 +56,16 @@ func errNotSealed(op string, id dag.ObjectID, hint string) error {
 
 func errSealed(op string, id dag.ObjectID, hint string) error {
 	return storeError(dag.KindInvalidArgument, ErrSealed, "objectstore: %s %s: object already sealed; %s", op, id, hint)
+}
+
+func errExists(op string, id dag.ObjectID, e *entry) error {
+	if e.deleted && e.pins == 0 {
+		return storeError(dag.KindInvalidArgument, ErrExists,
+			"objectstore: %s %s: object was deleted while its spill file was being written or read; create it again when that ends", op, id)
+	}
+	if e.deleted {
+		return storeError(dag.KindInvalidArgument, ErrExists,
+			"objectstore: %s %s: object was deleted but %d readers still pin it; create it again after they Release it", op, id, e.pins)
+	}
+	return storeError(dag.KindInvalidArgument, ErrExists, "objectstore: %s %s: object already exists", op, id)
 }

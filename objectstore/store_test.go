@@ -18,10 +18,11 @@ func oid(i uint64) dag.ObjectID {
 	return dag.NewObjectID(dag.PackSubtaskID(1, 1, i+1), 0)
 }
 
-// openTest opens a store in a fresh temp dir and closes it at cleanup.
+// openTest opens a store without spilling in a fresh temp dir and closes it
+// at cleanup. (Spilling has its own tests, in spill_test.go.)
 func openTest(t testing.TB, capacity int64) *Store {
 	t.Helper()
-	s, err := Open(Config{Dir: t.TempDir(), Name: "test", Capacity: capacity})
+	s, err := Open(Config{Dir: t.TempDir(), Name: "test", Capacity: capacity, DisableSpill: true})
 	if err != nil {
 		t.Fatal(err)
 	}

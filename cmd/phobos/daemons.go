@@ -82,7 +82,7 @@ func parsePeers(s string) ([]raftmeta.Server, error) {
 }
 
 func runRaylet(ctx context.Context, args []string) error {
-	fs := newFlagSet("raylet", "--head ADDR[,ADDR...] --token-file F [--slots N] [--store-size SIZE]")
+	fs := newFlagSet("raylet", "--head ADDR[,ADDR...] --token-file F [--slots N] [--store-size SIZE] [--store-dir DIR] [--spill-dir DIR]")
 	var lf logFlags
 	lf.register(fs)
 	heads := fs.String("head", "127.0.0.1:7070", "addresses of any heads, comma-separated")
@@ -94,6 +94,7 @@ func runRaylet(ctx context.Context, args []string) error {
 	storeSize := int64(2 << 30)
 	fs.Var(byteSize{&storeSize}, "store-size", "object store capacity, e.g. 512MiB or 2GiB")
 	storeDir := fs.String("store-dir", "", "directory for the store's memory-mapped arena (default /dev/shm)")
+	spillDir := fs.String("spill-dir", "", "directory on disk for objects spilled from a full store (default: the temp dir); the raylet uses its own subdirectory and removes it on exit")
 	maxFrame := int64(16 << 20)
 	fs.Var(byteSize{&maxFrame}, "max-frame", "largest control message this raylet accepts")
 	if err := parse(fs, args); err != nil {
@@ -112,7 +113,7 @@ func runRaylet(ctx context.Context, args []string) error {
 	}
 	r, err := raylet.Start(ctx, raylet.Config{
 		ID: *id, Listen: *listen, Advertise: *advertise, Heads: strings.Split(*heads, ","), Token: token,
-		Slots: *slots, Store: objectstore.Config{Dir: *storeDir, Capacity: storeSize}, Logger: log,
+		Slots: *slots, Store: objectstore.Config{Dir: *storeDir, Capacity: storeSize, SpillDir: *spillDir}, Logger: log,
 		MaxFrame: int(maxFrame),
 	})
 	if err != nil {

@@ -23,6 +23,8 @@ func runDemo(ctx context.Context, args []string) error {
 	slots := fs.Int("slots", 0, "slots per embedded raylet (default: CPUs shared among raylets)")
 	storeSize := int64(512 << 20)
 	fs.Var(byteSize{&storeSize}, "store-size", "object store capacity per embedded raylet")
+	storeDir := fs.String("store-dir", "", "directory for the embedded raylets' store arenas (default /dev/shm)")
+	spillDir := fs.String("spill-dir", "", "directory for objects spilled from full embedded stores (default: the temp dir)")
 	connect := fs.String("connect", "", "run on a running cluster at these head addresses instead of an embedded one")
 	tokenFile := fs.String("token-file", "", "cluster token file (with --connect)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -46,7 +48,7 @@ func runDemo(ctx context.Context, args []string) error {
 			return err
 		}
 	} else {
-		if c, err = phobos.Local(ctx, phobos.LocalConfig{Raylets: *raylets, Slots: *slots, StoreSize: storeSize, Logger: log}); err != nil {
+		if c, err = phobos.Local(ctx, phobos.LocalConfig{Raylets: *raylets, Slots: *slots, StoreSize: storeSize, StoreDir: *storeDir, SpillDir: *spillDir, Logger: log}); err != nil {
 			return err
 		}
 	}

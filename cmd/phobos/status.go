@@ -71,9 +71,9 @@ func runStatus(ctx context.Context, args []string) error {
 	tw.Flush()
 	fmt.Println()
 	tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RAYLET\tADDR\tSTATE\tSLOTS\tSTORE USED")
+	fmt.Fprintln(tw, "RAYLET\tADDR\tSTATE\tSLOTS\tSTORE USED\tSPILLED")
 	for _, r := range st.Raylets {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s / %s\n", r.ID, r.Addr, r.State, r.Slots, formatBytes(r.Store.Used), formatBytes(r.Store.Capacity))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s / %s\t%d (%s)\n", r.ID, r.Addr, r.State, r.Slots, formatBytes(r.Store.Used), formatBytes(r.Store.Capacity), r.Store.Spilled, formatBytes(r.Store.SpilledBytes))
 	}
 	return tw.Flush()
 }

@@ -21,6 +21,7 @@ func runUp(ctx context.Context, args []string) error {
 	storeSize := int64(512 << 20)
 	fs.Var(byteSize{&storeSize}, "store-size", "object store capacity per raylet")
 	storeDir := fs.String("store-dir", "", "directory for store arenas (default /dev/shm)")
+	spillDir := fs.String("spill-dir", "", "directory for objects spilled from full stores (default: the temp dir)")
 	asJSON := fs.Bool("json", false, "print one JSON line describing the cluster once it is ready")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -41,7 +42,7 @@ func runUp(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	spec := cluster.Spec{Dir: d, Heads: *heads, Raylets: *raylets, Slots: *slots, StoreSize: formatBytes(storeSize), StoreDir: *storeDir,
+	spec := cluster.Spec{Dir: d, Heads: *heads, Raylets: *raylets, Slots: *slots, StoreSize: formatBytes(storeSize), StoreDir: *storeDir, SpillDir: *spillDir,
 		HeadArgs: []string{"--log-level", lf.level, "--log-format", lf.format}, RayletArgs: []string{"--log-level", lf.level, "--log-format", lf.format}}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	c, err := cluster.Start(startCtx, spec)

@@ -41,6 +41,8 @@ type Spec struct {
 	StoreSize string
 	// StoreDir for the raylets' arenas; "" uses the default.
 	StoreDir string
+	// SpillDir for the raylets' spill files; "" uses the default.
+	SpillDir string
 	// HeadArgs and RayletArgs are extra flags for every head or raylet.
 	HeadArgs, RayletArgs []string
 	// Env is added to every child's environment.
@@ -181,6 +183,9 @@ func (c *Cluster) AddRaylet() (*Proc, error) {
 	}
 	if c.Spec.StoreDir != "" {
 		p.args = append(p.args, "--store-dir", c.Spec.StoreDir)
+	}
+	if c.Spec.SpillDir != "" {
+		p.args = append(p.args, "--spill-dir", c.Spec.SpillDir)
 	}
 	p.args = append(p.args, c.Spec.RayletArgs...)
 	c.Raylets = append(c.Raylets, p)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
@@ -16,8 +18,38 @@ import (
 	"github.com/phobos-project/phobos/transport"
 )
 
-// maxHeader caps the first message on a bulk stream.
-const maxHeader = 64 << 10
+const (
+	// maxHeader caps one message on a bulk stream: room for the largest
+	// meta an object may have.
+	maxHeader = objectstore.MaxMetaSize + 4<<10
+	// streamIdle is how long a bulk stream may make no progress (no request
+	// read, no chunk sent or received) before it is given up.
+	streamIdle = 30 * time.Second
+	// chunkSize is the unit in which a fetch reads object bytes and hands
+	// them to its checksum goroutine.
+	chunkSize = 1 << 20
+	// sendChunk is the unit in which object bytes are written; the idle
+	// deadline is renewed between writes.
+	sendChunk = 8 << 20
+	// fetchRounds bounds how often a fetch goes through all locations when
+	// transfers break or arrive corrupted.
+	fetchRounds = 3
+	// bulkWindow is the yamux receive window of sessions a raylet dials to
+	// fetch objects.
+	bulkWindow = 16 << 20
+	// Objects of at least splitMin bytes are fetched as parallelRanges
+	// ranges at once, each on its own connection, so that receiving (and
+	// checksumming) uses more than one core and more than one TCP window.
+	splitMin       = 32 << 20
+	parallelRanges = 2
+)
+
+// ErrChecksum is wrapped by a fetch whose bytes did not match the sender's
+// CRC-32C (kind dag.KindUnavailable: another attempt may succeed).
+var ErrChecksum = errors.New("raylet: object checksum mismatch")
+
+// castagnoli is CRC-32C, computed in hardware on amd64 and arm64.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // peerHandler serves peers and drivers that connect to the raylet.
 type peerHandler struct{ r *Raylet }
@@ -30,56 +62,210 @@ func (h peerHandler) HandleMessage(s *transport.Session, m transport.Method, b t
 
 func (h peerHandler) HandleStream(s *transport.Session, st net.Conn) { h.r.serveStream(st) }
 
-// serveStream answers one bulk request: an object's header, then its bytes.
+// transferStats counts what a raylet sends and receives on bulk streams.
+type transferStats struct {
+	in, bytesIn, out, bytesOut, errs, locates atomic.Int64
+}
+
+// storeStats is what the heartbeat reports about the store and transfers.
+func (r *Raylet) storeStats() wire.StoreStats {
+	st := r.store.Stats()
+	x := &r.peers.stats
+	return wire.StoreStats{
+		Capacity: st.Capacity, Used: st.Used, Objects: st.Objects, Pinned: st.Pinned,
+		Spilled: st.Spilled, SpilledBytes: st.SpilledBytes, SpillBytes: st.SpillFileBytes,
+		Spills: st.Spills, Restores: st.Restores,
+		TransfersIn: x.in.Load(), BytesIn: x.bytesIn.Load(),
+		TransfersOut: x.out.Load(), BytesOut: x.bytesOut.Load(),
+		TransferErrs: x.errs.Load(), Locates: x.locates.Load(),
+	}
+}
+
+// serveStream answers one bulk request. It runs on the session's stream
+// goroutine; the raylet's Close ends it (closing the stream) and waits for
+// it before unmapping the store, since it reads arena views.
 func (r *Raylet) serveStream(st net.Conn) {
 	defer st.Close()
-	st.SetDeadline(time.Now().Add(30 * time.Second))
+	if !r.peers.startServing() {
+		return
+	}
+	defer r.peers.serving.Done()
+	stop := context.AfterFunc(r.ctx, func() { st.Close() })
+	defer stop()
+
+	st.SetDeadline(time.Now().Add(streamIdle))
 	var req wire.StreamRequest
 	if err := transport.ReadMsg(st, &req, maxHeader); err != nil {
 		r.log.Debug("bad stream request", "err", err)
 		return
 	}
-	if req.Kind != wire.StreamGetObject {
-		transport.WriteMsg(st, wire.ObjectHeader{Kind: dag.KindInvalidArgument, Error: fmt.Sprintf("raylet %s: unknown stream request kind %d", r.id, req.Kind)})
-		return
-	}
-	obj, err := r.store.Get(req.ID)
-	if err != nil {
-		transport.WriteMsg(st, wire.ObjectHeader{Kind: dag.KindNotFound, Error: fmt.Sprintf("raylet %s: object %s: %v", r.id, req.ID, err)})
-		return
-	}
-	defer r.store.Release(req.ID)
-	if err := transport.WriteMsg(st, wire.ObjectHeader{Size: int64(len(obj.Data)), Meta: obj.Meta}); err != nil {
-		return
-	}
-	// Large objects take longer than the request deadline.
-	st.SetDeadline(time.Now().Add(30*time.Second + time.Duration(len(obj.Data)>>20)*100*time.Millisecond))
-	if _, err := st.Write(obj.Data); err != nil {
-		r.log.Debug("send object", "id", req.ID, "err", err)
+	switch req.Kind {
+	case wire.StreamGetObject:
+		r.sendObject(st, &req)
+	case wire.StreamLocateObject:
+		r.lendObject(st, &req)
+	default:
+		transport.WriteMsg(st, wire.ObjectHeader{Kind: dag.KindInvalidArgument,
+			Error: fmt.Sprintf("raylet %s: unknown stream request kind %d; is the peer running the same phobos release?", r.id, req.Kind)})
 	}
 }
 
+// pinForStream pins a requested object, restoring it if it was spilled
+// and waiting a bounded time for space to do so.
+func (r *Raylet) pinForStream(id dag.ObjectID) (objectstore.Object, dag.Kind, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, streamIdle)
+	defer cancel()
+	obj, err := r.store.GetCtx(ctx, id)
+	if err == nil {
+		return obj, 0, nil
+	}
+	err = fmt.Errorf("raylet %s: object %s: %w", r.id, id, err)
+	switch {
+	case errors.Is(err, objectstore.ErrNotFound):
+		return obj, dag.KindNotFound, err
+	case errors.Is(err, objectstore.ErrFull), errors.Is(err, objectstore.ErrNotSealed):
+		return obj, dag.KindUnavailable, err // busy now; ask again later
+	}
+	k := dag.KindOf(err)
+	if k == dag.KindUnknown {
+		k = dag.KindUnavailable
+	}
+	return obj, k, err
+}
+
+// sendObject answers StreamGetObject: header, bytes, and a CRC-32C
+// trailer if asked for.
+func (r *Raylet) sendObject(st net.Conn, req *wire.StreamRequest) {
+	obj, kind, err := r.pinForStream(req.ID)
+	if err != nil {
+		transport.WriteMsg(st, wire.ObjectHeader{Kind: kind, Error: err.Error()})
+		return
+	}
+	defer r.store.Release(req.ID)
+	off, n, ok := req.Range(int64(len(obj.Data)))
+	if !ok {
+		transport.WriteMsg(st, wire.ObjectHeader{Kind: dag.KindInvalidArgument,
+			Error: fmt.Sprintf("raylet %s: object %s has %d bytes; range [%d,+%d) is outside it", r.id, req.ID, len(obj.Data), req.Offset, req.Length)})
+		return
+	}
+	data := obj.Data[off : off+n]
+	// The CRC runs on another core while the bytes go out; it must end
+	// before the Release above lets the space be reused.
+	var crc *crcPipe
+	if req.Checksum {
+		crc = newCRCPipe()
+		crc.add(data)
+		defer crc.sum()
+	}
+	st.SetDeadline(time.Now().Add(streamIdle))
+	if err := transport.WriteMsg(st, wire.ObjectHeader{Size: int64(len(obj.Data)), Meta: obj.Meta}); err != nil {
+		return
+	}
+	for rest := data; len(rest) > 0; {
+		k := min(len(rest), sendChunk)
+		st.SetDeadline(time.Now().Add(streamIdle))
+		if _, err := st.Write(rest[:k]); err != nil {
+			r.log.Debug("send object", "id", req.ID, "err", err)
+			return
+		}
+		rest = rest[k:]
+	}
+	if crc != nil {
+		if err := transport.WriteMsg(st, wire.ObjectTrailer{CRC32C: crc.sum()}); err != nil {
+			return
+		}
+	}
+	if off == 0 {
+		r.peers.stats.out.Add(1) // one per object, however many ranges
+	}
+	r.peers.stats.bytesOut.Add(n)
+}
+
+// crcPipe computes the CRC-32C of a sequence of byte slices on its own
+// goroutine, so that checksumming overlaps sending or receiving. sum must
+// be called exactly once (it may be called again: later calls return the
+// same value); until it returns, the slices must stay valid.
+type crcPipe struct {
+	ch   chan []byte
+	out  chan uint32
+	done bool
+	crc  uint32
+}
+
+func newCRCPipe() *crcPipe {
+	p := &crcPipe{ch: make(chan []byte, 16), out: make(chan uint32, 1)}
+	go func() {
+		var c uint32
+		for b := range p.ch {
+			c = crc32.Update(c, castagnoli, b)
+		}
+		p.out <- c
+	}()
+	return p
+}
+
+func (p *crcPipe) add(b []byte) { p.ch <- b }
+
+func (p *crcPipe) sum() uint32 {
+	if !p.done {
+		close(p.ch)
+		p.crc, p.done = <-p.out, true
+	}
+	return p.crc
+}
+
+// lendObject answers StreamLocateObject: it pins the object, says where it
+// lies in the arena, and keeps the pin until the reader closes the stream
+// or writes to it, its session ends, or the raylet closes.
+func (r *Raylet) lendObject(st net.Conn, req *wire.StreamRequest) {
+	obj, kind, err := r.pinForStream(req.ID)
+	if err != nil {
+		transport.WriteMsg(st, wire.ObjectLocation{Kind: kind, Error: err.Error()})
+		return
+	}
+	defer r.store.Release(req.ID)
+	af := r.store.ArenaFile()
+	loc := wire.ObjectLocation{Size: int64(len(obj.Data)), Meta: obj.Meta, Arena: af.Path, ArenaID: af.ID[:], Offset: obj.Offset}
+	st.SetDeadline(time.Now().Add(streamIdle))
+	if err := transport.WriteMsg(st, loc); err != nil {
+		return
+	}
+	r.peers.stats.locates.Add(1)
+	st.SetDeadline(time.Time{}) // the lease lasts as long as the reader wants
+	var b [1]byte
+	_, _ = st.Read(b[:])
+}
+
 // localOrFetch returns a pinned view of an input, fetching it from a peer
-// into the local store first if needed. fetched reports a fetch.
+// into the local store first if needed. fetched reports a fetch. A spilled
+// input is restored, waiting for space as long as ctx allows.
 func (r *Raylet) localOrFetch(ctx context.Context, in *wire.InputSpec) (objectstore.Object, bool, error) {
-	if obj, err := r.store.Get(in.Object); err == nil {
+	obj, err := r.store.GetCtx(ctx, in.Object)
+	if err == nil {
 		return obj, false, nil
+	}
+	if !errors.Is(err, objectstore.ErrNotFound) {
+		return objectstore.Object{}, false, err
 	}
 	if err := r.peers.fetch(ctx, r.store, in); err != nil {
 		return objectstore.Object{}, false, err
 	}
-	obj, err := r.store.Get(in.Object)
+	obj, err = r.store.GetCtx(ctx, in.Object)
 	if err != nil {
 		return objectstore.Object{}, false, fmt.Errorf("fetched but gone: %w", err)
 	}
 	return obj, true, nil
 }
 
-// peers caches sessions to other raylets and shares concurrent fetches of
-// the same object.
+// peers caches sessions to other raylets, shares concurrent fetches of the
+// same object, counts transfers, and tracks the streams this raylet is
+// serving. Safe for concurrent use.
 type peers struct {
 	cfg transport.Config
 	log *slog.Logger
+
+	stats   transferStats
+	serving sync.WaitGroup // serveStream calls in progress
 
 	mu       sync.Mutex
 	sessions map[string]*transport.Session
@@ -88,14 +274,34 @@ type peers struct {
 }
 
 type fetchCall struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	waiters int // callers waiting for this transfer besides the one doing it
 }
 
 func newPeers(cfg transport.Config, log *slog.Logger) *peers {
+	// A wider window than the control default keeps a bulk transfer
+	// from waiting for window updates; it is this side's receive window.
+	if cfg.StreamWindow < bulkWindow {
+		cfg.StreamWindow = bulkWindow
+	}
 	return &peers{cfg: cfg, log: log, sessions: map[string]*transport.Session{}, inflight: map[dag.ObjectID]*fetchCall{}}
 }
 
+// startServing registers a stream being served, unless closing.
+func (p *peers) startServing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.serving.Add(1)
+	return true
+}
+
+// close closes peer sessions and waits for streams being served to end
+// (the raylet's context is cancelled first, which closes them), so the
+// store can be closed safely afterwards.
 func (p *peers) close() {
 	p.mu.Lock()
 	p.closed = true
@@ -105,18 +311,26 @@ func (p *peers) close() {
 	for _, s := range ss {
 		s.Close()
 	}
+	p.serving.Wait()
 }
 
-func (p *peers) session(ctx context.Context, addr string) (*transport.Session, error) {
+// session returns a cached session to the raylet at addr; slot picks one
+// of several, so that the ranges of a large object travel on separate TCP
+// connections (and yamux receive loops).
+func (p *peers) session(ctx context.Context, addr string, slot int) (*transport.Session, error) {
+	key := addr
+	if slot > 0 {
+		key = fmt.Sprintf("%s#%d", addr, slot)
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, dag.Errorf(dag.KindUnavailable, "raylet is closing")
 	}
-	if s, ok := p.sessions[addr]; ok {
+	if s, ok := p.sessions[key]; ok {
 		select {
 		case <-s.Done():
-			delete(p.sessions, addr)
+			delete(p.sessions, key)
 		default:
 			p.mu.Unlock()
 			return s, nil
@@ -130,7 +344,7 @@ func (p *peers) session(ctx context.Context, addr string) (*transport.Session, e
 	s.Serve(peerHandler{})
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if old, ok := p.sessions[addr]; ok && old.Err() == nil {
+	if old, ok := p.sessions[key]; ok && old.Err() == nil {
 		s.Close()
 		return old, nil
 	}
@@ -138,83 +352,244 @@ func (p *peers) session(ctx context.Context, addr string) (*transport.Session, e
 		s.Close()
 		return nil, dag.Errorf(dag.KindUnavailable, "raylet is closing")
 	}
-	p.sessions[addr] = s
+	p.sessions[key] = s
 	return s, nil
 }
 
 // fetch copies an object from one of its locations into store. Concurrent
-// fetches of one object share the transfer.
+// fetches of one object share one transfer; a caller whose transfer was
+// started by another caller that gave up (its context ended) starts its
+// own.
 func (p *peers) fetch(ctx context.Context, store *objectstore.Store, in *wire.InputSpec) error {
-	p.mu.Lock()
-	if c, ok := p.inflight[in.Object]; ok {
-		p.mu.Unlock()
-		select {
-		case <-c.done:
-			return c.err
-		case <-ctx.Done():
-			return ctx.Err()
+	for {
+		p.mu.Lock()
+		if c, ok := p.inflight[in.Object]; ok {
+			c.waiters++
+			p.mu.Unlock()
+			select {
+			case <-c.done:
+				if (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)) && ctx.Err() == nil {
+					continue
+				}
+				return c.err
+			case <-ctx.Done():
+				return dag.Errorf(dag.KindCancelled, "waiting for the fetch of %s: %w", in.Object, ctx.Err())
+			}
 		}
+		c := &fetchCall{done: make(chan struct{})}
+		p.inflight[in.Object] = c
+		p.mu.Unlock()
+
+		c.err = p.fetchAny(ctx, store, in)
+
+		p.mu.Lock()
+		delete(p.inflight, in.Object)
+		p.mu.Unlock()
+		close(c.done)
+		return c.err
 	}
-	c := &fetchCall{done: make(chan struct{})}
-	p.inflight[in.Object] = c
-	p.mu.Unlock()
-
-	c.err = p.fetchAny(ctx, store, in)
-
-	p.mu.Lock()
-	delete(p.inflight, in.Object)
-	p.mu.Unlock()
-	close(c.done)
-	return c.err
 }
 
+// fetchAny tries each location in turn, and all of them again (up to
+// fetchRounds times, with a short backoff) while failures look transient:
+// a broken stream, a bad checksum, a busy or unreachable peer. A peer that
+// does not have the object is not asked again.
 func (p *peers) fetchAny(ctx context.Context, store *objectstore.Store, in *wire.InputSpec) error {
 	if len(in.Locations) == 0 {
 		return dag.Errorf(dag.KindNotFound, "object %s has no known location", in.Object)
 	}
 	var errs []error
-	for _, addr := range in.Locations {
-		err := p.fetchFrom(ctx, store, addr, in.Object)
-		if err == nil || errors.Is(err, objectstore.ErrExists) {
-			return nil
+	backoff := 20 * time.Millisecond
+	for round := 1; round <= fetchRounds; round++ {
+		transient := false
+		for _, addr := range in.Locations {
+			err := p.fetchFrom(ctx, store, addr, in.Object, in.Size)
+			if err == nil || errors.Is(err, objectstore.ErrExists) {
+				return nil
+			}
+			p.stats.errs.Add(1)
+			errs = append(errs, fmt.Errorf("from %s (round %d): %w", addr, round, err))
+			p.log.Debug("fetch failed", "object", in.Object, "from", addr, "round", round, "err", err)
+			if ctx.Err() != nil {
+				return dag.Errorf(dag.KindCancelled, "fetch %s: %w", in.Object, errors.Join(errs...))
+			}
+			switch k := dag.KindOf(err); {
+			case errors.Is(err, objectstore.ErrTooLarge), errors.Is(err, objectstore.ErrClosed), k == dag.KindInvalidArgument, k == dag.KindPermissionDenied:
+				return fmt.Errorf("fetch %s: %w", in.Object, errors.Join(errs...)) // no other peer or attempt can fix these
+			case k != dag.KindNotFound:
+				transient = true
+			}
 		}
-		errs = append(errs, fmt.Errorf("from %s: %w", addr, err))
+		if !transient {
+			return dag.Errorf(dag.KindNotFound, "fetch %s: no location has it: %w", in.Object, errors.Join(errs...))
+		}
+		if round < fetchRounds {
+			if sleepCtx(ctx, backoff) != nil {
+				return dag.Errorf(dag.KindCancelled, "fetch %s: %w", in.Object, ctx.Err())
+			}
+			backoff *= 4
+		}
 	}
-	return errors.Join(errs...)
+	return dag.Errorf(dag.KindUnavailable, "fetch %s: gave up after %d rounds over %d locations: %w", in.Object, fetchRounds, len(in.Locations), errors.Join(errs...))
 }
 
 // fetchFrom streams an object from the raylet at addr straight into the
-// store's arena.
-func (p *peers) fetchFrom(ctx context.Context, store *objectstore.Store, addr string, id dag.ObjectID) error {
-	s, err := p.session(ctx, addr)
-	if err != nil {
-		return err
+// store's arena (no intermediate buffer), checking the CRC-32C of every
+// range before it seals it. An object of at least splitMin bytes (by the
+// size the head reported) is fetched as parallelRanges ranges on as many
+// connections at once. A failure aborts the half-written object.
+func (p *peers) fetchFrom(ctx context.Context, store *objectstore.Store, addr string, id dag.ObjectID, size int64) error {
+	parts := 1
+	if size >= splitMin {
+		parts = parallelRanges
 	}
-	st, err := s.OpenStream(ctx)
-	if err != nil {
-		return err
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // closes every stream (see openRange)
+	ranges := make([]*rangeStream, parts)
+	for i := range ranges {
+		off, n := size*int64(i)/int64(parts), size*int64(i+1)/int64(parts)-size*int64(i)/int64(parts)
+		if parts == 1 {
+			off, n = 0, 0 // the whole object, whatever its size
+		}
+		rs, err := p.openRange(ctx, addr, i, id, off, n)
+		if err != nil {
+			return err
+		}
+		ranges[i] = rs
 	}
-	defer st.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		st.SetDeadline(dl)
+	if parts > 1 {
+		for _, rs := range ranges {
+			if rs.header.Kind != 0 || rs.header.Error != "" || rs.header.Size != size {
+				// The object is not the size the head said (or a range
+				// failed); ask for it whole, which also reports why.
+				cancel()
+				return p.fetchFrom(parent, store, addr, id, 0)
+			}
+		}
 	}
-	if err := transport.WriteMsg(st, wire.StreamRequest{Kind: wire.StreamGetObject, ID: id}); err != nil {
-		return err
-	}
-	var h wire.ObjectHeader
-	if err := transport.ReadMsg(st, &h, maxHeader); err != nil {
-		return err
-	}
+	h := ranges[0].header
 	if h.Kind != 0 || h.Error != "" {
 		return dag.Errorf(h.Kind, "%s", h.Error)
 	}
-	buf, err := store.Create(id, h.Size, h.Meta)
+	if h.Size < 0 {
+		return dag.Errorf(dag.KindInvalidArgument, "object %s from %s: negative size %d", id, addr, h.Size)
+	}
+	if parts == 1 {
+		ranges[0].n = h.Size
+	}
+	buf, err := store.CreateCtx(ctx, id, h.Size, h.Meta)
 	if err != nil {
 		return err
 	}
-	if _, err := io.ReadFull(st, buf); err != nil {
-		store.Abort(id)
-		return dag.Errorf(dag.KindUnavailable, "object %s from %s broke off: %w", id, addr, err)
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for i, rs := range ranges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = rs.receive(ctx, buf[rs.off:rs.off+rs.n]); errs[i] != nil {
+				cancel() // the others cannot succeed now; stop them
+			}
+		}()
 	}
-	return store.Seal(id)
+	wg.Wait() // nothing touches buf after this
+	var failed []error
+	for _, err := range errs {
+		if err != nil && err != errStopped {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) > 0 || parent.Err() != nil {
+		store.Abort(id)
+		if parent.Err() != nil {
+			return dag.Errorf(dag.KindCancelled, "object %s from %s: %w", id, addr, parent.Err())
+		}
+		return errors.Join(failed...)
+	}
+	if err := store.Seal(id); err != nil {
+		return err
+	}
+	p.stats.in.Add(1)
+	p.stats.bytesIn.Add(int64(len(buf)))
+	return nil
+}
+
+// errStopped is what a range returns when its fetch was stopped (another
+// range failed, or the caller gave up); the cause is reported elsewhere.
+var errStopped = errors.New("stopped")
+
+// rangeStream is one stream of a fetch: the request is sent and the
+// header read; receive reads the bytes and the trailer.
+type rangeStream struct {
+	st       net.Conn
+	addr     string
+	id       dag.ObjectID
+	off, n   int64
+	header   wire.ObjectHeader
+	deadline func()
+}
+
+// openRange opens a stream on session slot i, asks for n bytes at off (n 0:
+// the whole object) and reads the header. The stream is closed when ctx
+// ends.
+func (p *peers) openRange(ctx context.Context, addr string, slot int, id dag.ObjectID, off, n int64) (*rangeStream, error) {
+	s, err := p.session(ctx, addr, slot)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.OpenStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, func() { st.Close() })
+	rs := &rangeStream{st: st, addr: addr, id: id, off: off, n: n}
+	rs.deadline = func() {
+		d := time.Now().Add(streamIdle)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(d) {
+			d = dl
+		}
+		st.SetDeadline(d)
+	}
+	rs.deadline()
+	if err := transport.WriteMsg(st, wire.StreamRequest{Kind: wire.StreamGetObject, ID: id, Checksum: true, Offset: off, Length: n}); err != nil {
+		return nil, err
+	}
+	if err := transport.ReadMsg(st, &rs.header, maxHeader); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// receive reads the range's bytes into dst, then the trailer, and checks
+// the CRC-32C.
+func (rs *rangeStream) receive(ctx context.Context, dst []byte) error {
+	crc := newCRCPipe()
+	defer crc.sum() // dst must not be released before the CRC is done with it
+	for done := 0; done < len(dst); {
+		n := min(len(dst)-done, chunkSize)
+		rs.deadline()
+		if _, err := io.ReadFull(rs.st, dst[done:done+n]); err != nil {
+			if ctx.Err() != nil {
+				return errStopped
+			}
+			return dag.Errorf(dag.KindUnavailable, "object %s from %s broke off after %d of %d bytes at offset %d: %w",
+				rs.id, rs.addr, done, len(dst), rs.off, err)
+		}
+		crc.add(dst[done : done+n])
+		done += n
+	}
+	rs.deadline()
+	var tr wire.ObjectTrailer
+	if err := transport.ReadMsg(rs.st, &tr, maxHeader); err != nil {
+		return dag.Errorf(dag.KindUnavailable, "object %s from %s: no checksum after its %d bytes: %w", rs.id, rs.addr, len(dst), err)
+	}
+	if tr.Kind != 0 || tr.Error != "" {
+		return dag.Errorf(tr.Kind, "object %s from %s: sender failed: %s", rs.id, rs.addr, tr.Error)
+	}
+	if got := crc.sum(); tr.CRC32C != got {
+		return dag.Errorf(dag.KindUnavailable, "object %s from %s: %w: received CRC-32C %08x, sender computed %08x over %d bytes at offset %d",
+			rs.id, rs.addr, ErrChecksum, got, tr.CRC32C, len(dst), rs.off)
+	}
+	return nil
 }

@@ -522,14 +522,10 @@ func (r *Raylet) heartbeatLoop() {
 		if err != nil {
 			continue
 		}
-		if err := s.Send(wire.MethodHeartbeat, wire.Heartbeat{Store: storeStats(r.store.Stats()), Running: running}); err != nil {
+		if err := s.Send(wire.MethodHeartbeat, wire.Heartbeat{Store: r.storeStats(), Running: running}); err != nil {
 			r.log.Debug("heartbeat", "err", err)
 		}
 	}
-}
-
-func storeStats(st objectstore.Stats) wire.StoreStats {
-	return wire.StoreStats{Capacity: st.Capacity, Used: st.Used, Objects: st.Objects, Pinned: st.Pinned}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

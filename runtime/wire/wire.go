@@ -130,6 +130,9 @@ type InputSpec struct {
 	Size   int64        `cbor:"2,keyasint"`
 	// Locations are raylet addresses holding the object, best first.
 	Locations []string `cbor:"3,keyasint,omitempty"`
+	// Part, when not 0, says the subtask reads only part Part-1 of this
+	// partitioned object (a shuffle); Size then estimates that part.
+	Part int32 `cbor:"4,keyasint,omitempty"`
 }
 
 // ExternalInput encodes a reference to the subtask's k-th external input.
@@ -172,12 +175,26 @@ type Heartbeat struct {
 	Running int `cbor:"2,keyasint"`
 }
 
-// StoreStats summarises a raylet's object store.
+// StoreStats summarises a raylet's object store: its occupancy now, and
+// counters since the raylet started (spills, restores, transfers).
 type StoreStats struct {
-	Capacity int64 `cbor:"1,keyasint"`
-	Used     int64 `cbor:"2,keyasint"`
-	Objects  int   `cbor:"3,keyasint"`
-	Pinned   int   `cbor:"4,keyasint"`
+	Capacity int64 `cbor:"1,keyasint" json:"capacity"` // arena bytes
+	Used     int64 `cbor:"2,keyasint" json:"used"`     // arena bytes in use
+	Objects  int   `cbor:"3,keyasint" json:"objects"`  // objects held, in the arena or spilled
+	Pinned   int   `cbor:"4,keyasint" json:"pinned"`   // objects pinned by readers
+
+	Spilled      int   `cbor:"5,keyasint,omitempty" json:"spilled"`       // objects now only in spill files
+	SpilledBytes int64 `cbor:"6,keyasint,omitempty" json:"spilled_bytes"` // their bytes
+	SpillBytes   int64 `cbor:"7,keyasint,omitempty" json:"spill_bytes"`   // bytes in spill files (spilled objects and clean copies)
+	Spills       int64 `cbor:"8,keyasint,omitempty" json:"spills"`        // objects written to spill files
+	Restores     int64 `cbor:"9,keyasint,omitempty" json:"restores"`      // objects read back from spill files
+
+	TransfersIn  int64 `cbor:"10,keyasint,omitempty" json:"transfers_in"`    // objects fetched from peers
+	BytesIn      int64 `cbor:"11,keyasint,omitempty" json:"bytes_in"`        // their bytes
+	TransfersOut int64 `cbor:"12,keyasint,omitempty" json:"transfers_out"`   // objects sent to peers and drivers
+	BytesOut     int64 `cbor:"13,keyasint,omitempty" json:"bytes_out"`       // their bytes
+	TransferErrs int64 `cbor:"14,keyasint,omitempty" json:"transfer_errors"` // failed fetch attempts (broken, bad checksum)
+	Locates      int64 `cbor:"15,keyasint,omitempty" json:"locates"`         // objects lent to local readers (zero-copy)
 }
 
 // FreeObjects tells a raylet to delete objects nobody needs any more.
@@ -288,8 +305,10 @@ type RayletInfo struct {
 	Store StoreStats `cbor:"5,keyasint" json:"store"`
 }
 
-// Bulk streams: the opener writes one StreamRequest (transport.WriteMsg),
-// the server answers with one ObjectHeader and, if found, Size raw bytes.
+// Bulk streams: the opener writes one StreamRequest (transport.WriteMsg).
+// For StreamGetObject the server answers with one ObjectHeader and, if
+// found, Size raw bytes, then an ObjectTrailer if Checksum was asked for.
+// StreamLocateObject is in objects.go.
 
 // StreamGetObject asks a raylet for an object's bytes.
 const StreamGetObject = 1
@@ -298,6 +317,31 @@ const StreamGetObject = 1
 type StreamRequest struct {
 	Kind int          `cbor:"1,keyasint"`
 	ID   dag.ObjectID `cbor:"2,keyasint"`
+	// Checksum asks for an ObjectTrailer after the bytes (StreamGetObject).
+	Checksum bool `cbor:"3,keyasint,omitempty"`
+	// Offset and Length ask for a range of the object's bytes
+	// (StreamGetObject); Length 0 means to the end. The header still gives
+	// the whole object's Size; the bytes sent are the range, and the
+	// trailer's CRC covers just them. A fetcher splits a large object into
+	// ranges on several connections.
+	Offset int64 `cbor:"4,keyasint,omitempty"`
+	Length int64 `cbor:"5,keyasint,omitempty"`
+}
+
+// Range returns the byte range of an object of size bytes that r asks
+// for, or ok=false if it lies outside the object.
+func (r *StreamRequest) Range(size int64) (off, n int64, ok bool) {
+	if r.Offset < 0 || r.Length < 0 || r.Offset > size {
+		return 0, 0, false
+	}
+	n = size - r.Offset
+	if r.Length > 0 {
+		if r.Length > n {
+			return 0, 0, false
+		}
+		n = r.Length
+	}
+	return r.Offset, n, true
 }
 
 // ObjectHeader precedes an object's bytes on a bulk stream.
