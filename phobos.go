@@ -119,10 +119,22 @@ func (c *Client) Close() error {
 }
 
 // Value is one result: its dtype and shape, and its bytes (row-major,
-// little-endian).
+// little-endian). A result of opaque bytes (dtype Bytes: function results,
+// key/value maps) split across several chunks keeps the chunks apart.
 type Value struct {
 	Meta dag.Meta
 	Data []byte
+	// Parts holds each chunk of a multi-chunk Bytes result, in grid order;
+	// Data is then nil.
+	Parts [][]byte
+}
+
+// Chunks returns the value's chunks: Parts, or Data as the only one.
+func (v *Value) Chunks() [][]byte {
+	if v.Parts != nil {
+		return v.Parts
+	}
+	return [][]byte{v.Data}
 }
 
 // Shape returns the value's shape.
@@ -299,6 +311,18 @@ func (c *Client) fetchResult(ctx context.Context, ref *wire.ResultRef) (*Value, 
 			return nil, err
 		}
 		return &Value{Meta: m, Data: data}, nil
+	}
+	if width == 0 || meta.DType == dag.Bytes {
+		// Opaque chunks: no layout to assemble them into.
+		v := &Value{Meta: meta, Parts: make([][]byte, len(ref.Chunks))}
+		for k := range ref.Chunks {
+			data, _, err := c.fetchObject(ctx, &ref.Chunks[k], nil)
+			if err != nil {
+				return nil, err
+			}
+			v.Parts[k] = data
+		}
+		return v, nil
 	}
 	total := meta.Elements() * width
 	out := make([]byte, total)

@@ -443,6 +443,12 @@ func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
 		op.Op, op.Args, op.DType = n.Op, cg.NodeArgs(c), n.DType
 		op.Index, op.Shape = cg.Index(c), cg.Shape(c)
 		ins := cg.Inputs(c)
+		part := int32(0) // a shuffle reducer reads one part of each input
+		if o, ok := dag.Ops.Lookup(n.Op); ok {
+			if pr, ok := o.(dag.PartitionReader); ok {
+				part = int32(pr.ReadsPartition(op.Args, op.Index)) + 1
+			}
+		}
 		r0 := len(s.refBuf)
 		for _, in := range ins {
 			if sg.Owner[in] == i {
@@ -452,15 +458,19 @@ func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
 			id, _ := sg.ObjectOf(in)
 			k := -1
 			for y := in0; y < len(s.inBuf); y++ {
-				if s.inBuf[y].Object == id {
+				if s.inBuf[y].Object == id && s.inBuf[y].Part == part {
 					k = y - in0
 					break
 				}
 			}
 			if k < 0 {
+				size := j.size[in]
+				if part > 0 {
+					size /= int64(max(1, len(sg.Succs.Row(sg.Owner[in])))) // one reducer's share
+				}
 				l0 := len(s.locBuf)
 				s.locBuf = s.appendLocations(s.locBuf, j, sg.Owner[in])
-				s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: j.size[in], Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
+				s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Part: part, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
 				k = len(s.inBuf) - 1 - in0
 			}
 			s.refBuf = append(s.refBuf, wire.ExternalInput(k))

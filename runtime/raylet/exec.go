@@ -29,6 +29,15 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 	inputs := make([]dag.Value, len(spec.Inputs))
 	for k := range spec.Inputs {
 		in := &spec.Inputs[k]
+		if in.Part > 0 {
+			v, release, err := r.inputPart(ctx, in)
+			if err != nil {
+				return fail(fmt.Errorf("subtask %s: input %s: %w", spec.ID, in.Object, err))
+			}
+			defer release()
+			inputs[k] = v
+			continue
+		}
 		obj, fetched, err := r.localOrFetch(ctx, in)
 		if err != nil {
 			return fail(fmt.Errorf("subtask %s: input %s: %w", spec.ID, in.Object, err))

@@ -143,6 +143,16 @@ func (r *Raylet) sendObject(st net.Conn, req *wire.StreamRequest) {
 	}
 	defer r.store.Release(req.ID)
 	off, n, ok := req.Range(int64(len(obj.Data)))
+	size, meta := int64(len(obj.Data)), obj.Meta
+	if req.Part > 0 {
+		s, e, err := dag.PartitionRange(obj.Data, size, int(req.Part-1))
+		if err != nil {
+			transport.WriteMsg(st, wire.ObjectHeader{Kind: dag.KindInvalidArgument, Error: fmt.Sprintf("raylet %s: object %s: %v", r.id, req.ID, err)})
+			return
+		}
+		off, n, ok = s, e-s, true
+		size, meta = n, dag.EncodeMeta(dag.Meta{DType: dag.Bytes, Shape: []int64{n}})
+	}
 	if !ok {
 		transport.WriteMsg(st, wire.ObjectHeader{Kind: dag.KindInvalidArgument,
 			Error: fmt.Sprintf("raylet %s: object %s has %d bytes; range [%d,+%d) is outside it", r.id, req.ID, len(obj.Data), req.Offset, req.Length)})
@@ -158,7 +168,7 @@ func (r *Raylet) sendObject(st net.Conn, req *wire.StreamRequest) {
 		defer crc.sum()
 	}
 	st.SetDeadline(time.Now().Add(streamIdle))
-	if err := transport.WriteMsg(st, wire.ObjectHeader{Size: int64(len(obj.Data)), Meta: obj.Meta}); err != nil {
+	if err := transport.WriteMsg(st, wire.ObjectHeader{Size: size, Meta: meta}); err != nil {
 		return
 	}
 	for rest := data; len(rest) > 0; {
@@ -534,6 +544,13 @@ type rangeStream struct {
 // the whole object) and reads the header. The stream is closed when ctx
 // ends.
 func (p *peers) openRange(ctx context.Context, addr string, slot int, id dag.ObjectID, off, n int64) (*rangeStream, error) {
+	return p.openStream(ctx, addr, slot, wire.StreamRequest{Kind: wire.StreamGetObject, ID: id, Checksum: true, Offset: off, Length: n})
+}
+
+// openStream opens a stream on session slot i, sends req and reads the
+// header. The stream is closed when ctx ends.
+func (p *peers) openStream(ctx context.Context, addr string, slot int, req wire.StreamRequest) (*rangeStream, error) {
+	id, off, n := req.ID, req.Offset, req.Length
 	s, err := p.session(ctx, addr, slot)
 	if err != nil {
 		return nil, err
@@ -552,7 +569,7 @@ func (p *peers) openRange(ctx context.Context, addr string, slot int, id dag.Obj
 		st.SetDeadline(d)
 	}
 	rs.deadline()
-	if err := transport.WriteMsg(st, wire.StreamRequest{Kind: wire.StreamGetObject, ID: id, Checksum: true, Offset: off, Length: n}); err != nil {
+	if err := transport.WriteMsg(st, req); err != nil {
 		return nil, err
 	}
 	if err := transport.ReadMsg(st, &rs.header, maxHeader); err != nil {

@@ -326,6 +326,10 @@ type StreamRequest struct {
 	// ranges on several connections.
 	Offset int64 `cbor:"4,keyasint,omitempty"`
 	Length int64 `cbor:"5,keyasint,omitempty"`
+	// Part, when not 0, asks for part Part-1 of a partitioned object (a
+	// shuffle read; see dag.PartitionRange) instead of a byte range: the
+	// header then gives the part's size and a Bytes meta of it.
+	Part int32 `cbor:"6,keyasint,omitempty"`
 }
 
 // Range returns the byte range of an object of size bytes that r asks

@@ -1,0 +1,82 @@
+package kv
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phobos-project/phobos"
+)
+
+func cluster(t *testing.T, raylets int) (*phobos.Client, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c, err := phobos.Local(ctx, phobos.LocalConfig{Raylets: raylets, Slots: 2, StoreSize: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, ctx
+}
+
+func TestWordCountShuffle(t *testing.T) {
+	for _, raylets := range []int{1, 3} {
+		c, ctx := cluster(t, raylets)
+		const parts, lines, reducers = 12, 500, 5
+		got, err := Collect(ctx, c, Words(Text(parts, lines, 7)).GroupBy(reducers).Sum())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := CountWords(GenerateText(parts, lines, 7))
+		if len(got) != len(want) {
+			t.Fatalf("%d raylets: %d distinct words, want %d", raylets, len(got), len(want))
+		}
+		for w, n := range want {
+			if got[w] != n {
+				t.Fatalf("%d raylets: count of %q = %v, want %v", raylets, w, got[w], n)
+			}
+		}
+	}
+}
+
+func TestGroupBySumOfMaps(t *testing.T) {
+	c, ctx := cluster(t, 2)
+	got, err := Collect(ctx, c, FromMaps(
+		map[string]float64{"a": 1, "b": 2},
+		map[string]float64{"b": 3, "c": 4},
+		map[string]float64{"a": 10},
+	).GroupBy(2).Sum())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a"] != 11 || got["b"] != 5 || got["c"] != 4 || len(got) != 3 {
+		t.Fatalf("got %v", got)
+	}
+	// Each reducer holds only its keys: the result has one chunk per
+	// reducer and no key in two of them.
+	v, err := c.Run(ctx, FromMaps(map[string]float64{"x": 1, "y": 2, "z": 3}).GroupBy(3).Sum())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Parts) != 3 {
+		t.Fatalf("%d result chunks, want 3", len(v.Parts))
+	}
+}
+
+func TestBadCollections(t *testing.T) {
+	for _, c := range []struct {
+		col  *Collection
+		want string
+	}{
+		{Text(0, 1, 1), "at least one part"},
+		{FromMaps(), "no maps"},
+		{Words(Text(0, 1, 1)), "at least one part"},
+		{FromMaps(map[string]float64{"a": 1}).GroupBy(0).Sum(), "at least one reducer"},
+	} {
+		if _, err := c.col.TileableGraph(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v, want error mentioning %q", err, c.want)
+		}
+	}
+}
