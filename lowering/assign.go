@@ -4,7 +4,7 @@ import (
 	"github.com/phobos-project/phobos/dag"
 )
 
-// quotas splits n initial subtasks among raylets in proportion to their
+// quotas splits n initial nodes among raylets in proportion to their
 // slots: floor shares first, then the remainder one at a time to the raylets
 // with the most slots (ties to the lower index). Slots [4,4,4] and n=10 give
 // [4,3,3].
@@ -41,35 +41,53 @@ func quotas(n int, slots []int) []int {
 	return q
 }
 
-// assignInitial gives every initial subtask (one without predecessors) a
-// raylet, following the seeds: take the raylet with the largest remaining
-// quota, walk the undirected subtask graph breadth-first from the next
-// unassigned initial subtask, and give that raylet the initial subtasks met,
-// stopping once (all subtasks ÷ raylets) new subtasks were visited or its
-// quota is spent; repeat while quotas remain.
-func assignInitial(sg *dag.SubtaskGraph, slots []int) {
-	if len(slots) == 0 {
-		return
+// walkGraph is the undirected view initial assignment walks: nodes lo…n-1
+// with their predecessors and successors (nodes below lo are outside).
+type walkGraph struct {
+	n, lo int32
+	preds func(i int32) []int32
+	succs func(i int32) []int32
+}
+
+// assignWalk gives every initial node a raylet, following the seeds: take
+// the raylet with the largest remaining quota, walk the undirected graph
+// breadth-first from the next unassigned initial node, and give that raylet
+// the initial nodes met, stopping once (all nodes ÷ raylets) new nodes were
+// visited or its quota is spent; repeat while quotas remain. A node visited
+// by one walk is not counted again by later walks (Mars's assigned record),
+// but walks still pass through it. It returns each node's raylet (-1 for
+// nodes that are not initial, and for all when slots is empty).
+func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
+	raylet := make([]int32, g.n)
+	for i := range raylet {
+		raylet[i] = -1
 	}
-	var initial []int32
-	for s := range sg.Subtasks {
-		if len(sg.Preds.Row(int32(s))) == 0 {
-			initial = append(initial, int32(s))
-		}
+	if len(slots) == 0 || len(initial) == 0 {
+		return raylet
+	}
+	isInit := make([]bool, g.n)
+	for _, s := range initial {
+		isInit[s] = true
 	}
 	q := quotas(len(initial), slots)
-	spread := (sg.Len() + len(slots) - 1) / len(slots)
-	visited := make([]bool, sg.Len())
-	seen := make([]uint32, sg.Len()) // walk number that queued each subtask
+	spread := (int(g.n-g.lo) + len(slots) - 1) / len(slots)
+	visited := make([]bool, g.n)
+	seen := make([]uint32, g.n) // walk number that queued each node
 	walk := uint32(0)
-	queue := make([]int32, 0, sg.Len())
+	queue := make([]int32, 0, 64)
 	next := 0
+	enqueue := func(nb int32) {
+		if nb >= g.lo && seen[nb] != walk {
+			seen[nb] = walk
+			queue = append(queue, nb)
+		}
+	}
 	for {
-		for next < len(initial) && sg.Subtasks[initial[next]].Raylet >= 0 {
+		for next < len(initial) && raylet[initial[next]] >= 0 {
 			next++
 		}
 		if next == len(initial) {
-			return
+			return raylet
 		}
 		r := -1
 		for i := range q {
@@ -78,14 +96,14 @@ func assignInitial(sg *dag.SubtaskGraph, slots []int) {
 			}
 		}
 		if r < 0 {
-			// Quotas are spent but subtasks remain (only with zero-slot
+			// Quotas are spent but nodes remain (only with zero-slot
 			// raylets); place the rest round-robin.
 			for i, s := range initial[next:] {
-				if sg.Subtasks[s].Raylet < 0 {
-					sg.Subtasks[s].Raylet = int32((next + i) % len(slots))
+				if raylet[s] < 0 {
+					raylet[s] = int32((next + i) % len(slots))
 				}
 			}
-			return
+			return raylet
 		}
 		assigned, walked := 0, 0
 		walk++
@@ -97,27 +115,49 @@ func assignInitial(sg *dag.SubtaskGraph, slots []int) {
 			if !visited[s] {
 				visited[s] = true
 				walked++
-				if len(sg.Preds.Row(s)) == 0 && sg.Subtasks[s].Raylet < 0 {
-					sg.Subtasks[s].Raylet = int32(r)
+				if isInit[s] && raylet[s] < 0 {
+					raylet[s] = int32(r)
 					assigned++
 				}
 				if walked >= spread || assigned >= q[r] {
 					break bfs
 				}
 			}
-			for _, nb := range sg.Preds.Row(s) {
-				if seen[nb] != walk {
-					seen[nb] = walk
-					queue = append(queue, nb)
-				}
+			for _, nb := range g.preds(s) {
+				enqueue(nb)
 			}
-			for _, nb := range sg.Succs.Row(s) {
-				if seen[nb] != walk {
-					seen[nb] = walk
-					queue = append(queue, nb)
-				}
+			for _, nb := range g.succs(s) {
+				enqueue(nb)
 			}
 		}
 		q[r] -= assigned
 	}
+}
+
+// assignSubtasks sets Raylet on every initial subtask (one without
+// predecessors in its stage) of sg.
+func assignSubtasks(sg *dag.SubtaskGraph, slots []int) {
+	var initial []int32
+	for s := range sg.Subtasks {
+		if len(sg.Preds.Row(int32(s))) == 0 {
+			initial = append(initial, int32(s))
+		}
+	}
+	raylet := assignWalk(walkGraph{n: int32(sg.Len()), preds: sg.Preds.Row, succs: sg.Succs.Row}, initial, slots)
+	for s, r := range raylet {
+		sg.Subtasks[s].Raylet = r
+	}
+}
+
+// assignChunks places the initial chunks (no input inside the stage) of
+// chunks lo… of cg, for colouring fusion, which groups them per raylet.
+func assignChunks(cg *dag.ChunkGraph, users dag.CSR, lo int32, slots []int) []int32 {
+	var initial []int32
+	n := int32(cg.Len())
+	for c := lo; c < n; c++ {
+		if isInitial(cg, c, lo) {
+			initial = append(initial, c)
+		}
+	}
+	return assignWalk(walkGraph{n: n, lo: lo, preds: cg.Inputs, succs: users.Row}, initial, slots)
 }

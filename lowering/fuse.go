@@ -15,6 +15,12 @@ const (
 	FuseChain Fusion = iota
 	// FuseNone makes every chunk its own subtask.
 	FuseNone
+	// FuseColoring is Mars's later colouring fusion: initial chunks are
+	// placed on raylets first and grouped per raylet, a chunk whose
+	// predecessors share one colour inherits it, and the readers of a
+	// broadcaster (a chunk with many readers) or of a chunk read both inside
+	// and outside its colour start new colours. Each colour is a subtask.
+	FuseColoring
 )
 
 func (f Fusion) String() string {
@@ -23,32 +29,37 @@ func (f Fusion) String() string {
 		return "chain"
 	case FuseNone:
 		return "none"
+	case FuseColoring:
+		return "coloring"
 	}
 	return fmt.Sprintf("fusion(%d)", uint8(f))
 }
 
-// ParseFusion is the inverse of String.
+// ParseFusion is the inverse of String; "" means chain.
 func ParseFusion(s string) (Fusion, error) {
 	switch s {
 	case "chain", "":
 		return FuseChain, nil
 	case "none":
 		return FuseNone, nil
+	case "coloring", "colouring":
+		return FuseColoring, nil
 	}
-	return 0, fmt.Errorf("fusion %q: want chain or none", s)
+	return 0, fmt.Errorf("fusion %q: want chain, none or coloring", s)
 }
 
-// fuseChains groups the chunks of cg into chains. Chunks are visited in
+// fuseChains groups chunks lo… of cg into chains (chunks below lo are
+// fetched from earlier stages and belong to no group). Chunks are visited in
 // index order, which is topological; a chunk not yet grouped starts a group,
 // and the group grows along the chunk's only (distinct) user while that
 // user's only (distinct) input is the chunk. Groups come out in topological
 // order, each in execution order, as rows of a CSR table.
-func fuseChains(cg *dag.ChunkGraph, users dag.CSR, mode Fusion) dag.CSR {
-	n := cg.Len()
+func fuseChains(cg *dag.ChunkGraph, users dag.CSR, lo int32, mode Fusion) dag.CSR {
+	n := int32(cg.Len())
 	grouped := make([]bool, n)
-	off := make([]int32, 1, n+1)
-	dst := make([]int32, 0, n)
-	for c := int32(0); c < int32(n); c++ {
+	off := make([]int32, 1, n-lo+1)
+	dst := make([]int32, 0, n-lo)
+	for c := lo; c < n; c++ {
 		if grouped[c] {
 			continue
 		}

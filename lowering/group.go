@@ -6,10 +6,14 @@ import (
 
 // buildSubtasks turns groups of chunks into a linked subtask graph. A chunk
 // is exported (becomes an object) when a chunk outside its group reads it or
-// when it is a result.
-func buildSubtasks(cg *dag.ChunkGraph, users dag.CSR, groups dag.CSR, isResult []bool) (*dag.SubtaskGraph, error) {
+// when export marks it (a result, or a chunk later stages read). Chunks in
+// no group (fetched from earlier stages) belong to no subtask.
+func buildSubtasks(cg *dag.ChunkGraph, users dag.CSR, groups dag.CSR, export []bool) (*dag.SubtaskGraph, error) {
 	ng := groups.Rows()
 	groupOf := make([]int32, cg.Len())
+	for i := range groupOf {
+		groupOf[i] = -1
+	}
 	for g := int32(0); g < int32(ng); g++ {
 		for _, c := range groups.Row(g) {
 			groupOf[c] = g
@@ -20,7 +24,7 @@ func buildSubtasks(cg *dag.ChunkGraph, users dag.CSR, groups dag.CSR, isResult [
 	for g := int32(0); g < int32(ng); g++ {
 		outs = outs[:0]
 		for _, c := range groups.Row(g) {
-			exported := isResult[c]
+			exported := export[c]
 			if !exported {
 				for _, u := range users.Row(c) {
 					if groupOf[u] != g {

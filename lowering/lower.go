@@ -1,6 +1,7 @@
 package lowering
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/phobos-project/phobos/dag"
@@ -13,15 +14,27 @@ type Options struct {
 	// in a fixed order; initial subtasks are assigned to indexes of this list.
 	// Empty means no initial assignment (the scheduler places everything).
 	Slots []int
+	// ColorInitial is how many initial chunks of one raylet share a colour
+	// (FuseColoring only); 0 means DefaultColorInitial.
+	ColorInitial int
+	// Broadcast: a chunk read by more than this many chunks is a
+	// broadcaster (FuseColoring only); 0 means DefaultBroadcast.
+	Broadcast int
 }
 
 // Allocate commits a new stage of task with n subtasks and returns its stage
 // ID and the first index of its subtask range. The head implements it with
-// one Raft command; tests use a counter.
+// one Raft command (and, replaying a job after a failover, returns the
+// stage it committed before); tests use Counter.
 type Allocate func(n int) (dag.StageID, uint64, error)
 
+// ErrNeedsStages is returned by Tiled.Plan for a job whose tiling depends
+// on computed data: it must be lowered stage by stage with NextStage.
+var ErrNeedsStages = errors.New("lowering: the job has data-dependent ops and needs more than one stage")
+
 // Result locates one output tileable of the job: its chunk grid, with each
-// chunk's object ID.
+// chunk's object ID. Meta.Shape and NSplits hold Unknown where the size of
+// a data-dependent output is only known from the objects themselves.
 type Result struct {
 	Node    int32
 	Meta    dag.Meta
@@ -29,15 +42,38 @@ type Result struct {
 	Objects []dag.ObjectID // row-major over the grid
 }
 
-// Plan is a lowered job.
+// Plan is one lowered stage of a job. A plan is immutable once returned and
+// does not share mutable state with the Tiled that made it, so a scheduler
+// may keep it while the next stage is lowered.
 type Plan struct {
-	*Tiled
-	Stage   *dag.SubtaskGraph
+	Graph *dag.TileableGraph
+	Stage *dag.SubtaskGraph
+	// Fetches is, for a stage after the first, the objects of earlier stages
+	// this stage reads: chunk i < len(Fetches) of Stage.Chunks is a fetch
+	// node (op "fetch", in no subtask) standing for object Fetches[i].
+	Fetches []dag.ObjectID
+	// Keep lists this stage's objects that later stages or the job's results
+	// read. The scheduler must not free them when this stage's readers are
+	// done; they live until the job ends.
+	Keep []dag.ObjectID
+	// Final reports whether this is the job's last stage. Results is set on
+	// the final plan only; its objects may come from any stage.
+	Final   bool
 	Results []Result
 }
 
+// ObjectOf returns the object holding chunk c of Stage.Chunks: a fetched
+// object of an earlier stage, or one of this stage's outputs.
+func (p *Plan) ObjectOf(c int32) (dag.ObjectID, bool) {
+	if int(c) < len(p.Fetches) {
+		return p.Fetches[c], true
+	}
+	return p.Stage.ObjectOf(c)
+}
+
 // Lower tiles g, fuses and groups its chunks into subtasks, takes IDs for
-// them from alloc, computes priorities and assigns the initial subtasks.
+// them from alloc, computes priorities and assigns the initial subtasks. It
+// is for jobs that lower in one stage; see Tiled.NextStage for the others.
 func Lower(g *dag.TileableGraph, task dag.TaskID, opts Options, reg *dag.Registry, alloc Allocate) (*Plan, error) {
 	t, err := Tile(g, reg)
 	if err != nil {
@@ -46,54 +82,209 @@ func Lower(g *dag.TileableGraph, task dag.TaskID, opts Options, reg *dag.Registr
 	return t.Plan(task, opts, alloc)
 }
 
-// Plan lowers an already tiled graph (see Lower). A head tiles first, so
-// that a bad graph is refused before anything is committed.
+// Plan lowers a job that needs a single stage (see Lower). A head tiles
+// first, so that a bad graph is refused before anything is committed. A job
+// with data-dependent ops gets an error wrapping ErrNeedsStages.
 func (t *Tiled) Plan(task dag.TaskID, opts Options, alloc Allocate) (*Plan, error) {
-	g := t.Graph
-	cg := t.Chunks
-	users := cg.Users()
-	isResult := make([]bool, cg.Len())
-	for _, o := range g.Outputs {
-		for _, c := range t.Grids[o].Chunks {
-			isResult[c] = true
+	if !t.complete() {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "%s waits for the sizes of %d computed chunks: %w",
+			t.Graph.Describe(t.waiting[0]), len(t.need), ErrNeedsStages)
+	}
+	return t.NextStage(task, opts, alloc)
+}
+
+// NextStage lowers every chunk tiled since the last stage into the next
+// stage's subtask graph: it fuses and groups them, takes the stage ID and
+// subtask range from alloc (called once per stage, also for a stage without
+// subtasks), computes priorities and assigns initial subtasks.
+//
+// The protocol for a job with data-dependent ops:
+//
+//	t, err := Tile(g, reg)               // refuses bad graphs
+//	for {
+//		p, err := t.NextStage(task, opts, alloc)
+//		run p to the end
+//		if p.Final { break }
+//		t.Feed(metas of t.Need())        // then tiling goes on
+//	}
+//
+// Lowering is deterministic: the same graph, options, committed IDs and fed
+// metas give byte-identical plans (see Plan.Canonical).
+func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan, error) {
+	if len(t.needObjs) > 0 {
+		return nil, dag.Errorf(dag.KindInternal, "lower stage %d of task %d: feed the metas of the %d objects Need lists first", t.stages+1, task, len(t.needObjs))
+	}
+	if t.Done() && t.stages > 0 {
+		return nil, dag.Errorf(dag.KindInternal, "lower task %d: every stage is lowered already", task)
+	}
+	lo, hi := t.lowered, int32(t.Chunks.Len())
+	complete := t.complete()
+	var (
+		cg    *dag.ChunkGraph
+		fetch []int32 // chunks of earlier stages this stage reads, by fetch node
+	)
+	if lo == 0 && complete {
+		cg = t.Chunks // the whole job in one stage: nothing will change the graph
+	} else {
+		cg, fetch = t.stageChunks(lo, hi)
+	}
+	nf := int32(len(fetch))
+	local := func(c int32) int32 { return nf + c - lo } // of a chunk of this stage
+
+	// Export results, and what untiled nodes will read.
+	export := make([]bool, cg.Len())
+	keep := make([]bool, cg.Len())
+	mark := func(grid *dag.Grid) {
+		for _, c := range grid.Chunks {
+			if c >= lo {
+				export[local(c)] = true
+				keep[local(c)] = true
+			}
 		}
 	}
-	groups := fuseChains(cg, users, opts.Fusion)
-	sg, err := buildSubtasks(cg, users, groups, isResult)
+	for _, o := range t.Graph.Outputs {
+		if t.state[o] == tiled {
+			mark(t.Grids[o])
+		}
+	}
+	for n, st := range t.state {
+		if st == tiled {
+			continue
+		}
+		for _, in := range t.Graph.Nodes[n].Inputs {
+			if t.state[in] == tiled {
+				mark(t.Grids[in])
+			}
+		}
+	}
+
+	users := cg.Users()
+	var groups dag.CSR
+	var chunkRaylet []int32
+	switch opts.Fusion {
+	case FuseColoring:
+		chunkRaylet = assignChunks(cg, users, nf, opts.Slots)
+		groups = fuseColoring(cg, users, nf, chunkRaylet, opts.ColorInitial, opts.Broadcast)
+	case FuseChain, FuseNone:
+		groups = fuseChains(cg, users, nf, opts.Fusion)
+	default:
+		return nil, dag.Errorf(dag.KindInvalidArgument, "lower task %d: unknown fusion %v", task, opts.Fusion)
+	}
+	sg, err := buildSubtasks(cg, users, groups, export)
 	if err != nil {
 		return nil, err
 	}
+	// Every stage takes an ID, even one without subtasks (its needs were
+	// all computed earlier), so that stage k of a job always follows the
+	// k-th Feed: a head replaying the job pairs them up.
 	stage, base, err := alloc(sg.Len())
 	if err != nil {
 		return nil, fmt.Errorf("allocate ids for %d subtasks of task %d: %w", sg.Len(), task, err)
 	}
 	sg.Task, sg.Stage, sg.Base = task, stage, base
 	prioritize(sg)
-	assignInitial(sg, opts.Slots)
-
-	p := &Plan{Tiled: t, Stage: sg}
-	for _, o := range g.Outputs {
-		grid := t.Grids[o]
-		r := Result{
-			Node:    o,
-			Meta:    dag.Meta{DType: g.Nodes[o].DType, Shape: g.Nodes[o].Shape},
-			NSplits: grid.NSplits,
-			Objects: make([]dag.ObjectID, len(grid.Chunks)),
-		}
-		for i, c := range grid.Chunks {
-			id, ok := sg.ObjectOf(c)
-			if !ok {
-				return nil, dag.Errorf(dag.KindInternal, "result chunk %d of %s is not exported", c, g.Describe(o))
+	if opts.Fusion == FuseColoring {
+		for s := range sg.Subtasks {
+			if len(sg.Preds.Row(int32(s))) == 0 {
+				sg.Subtasks[s].Raylet = chunkRaylet[sg.ChunksOf(int32(s))[0]]
 			}
-			r.Objects[i] = id
 		}
-		p.Results = append(p.Results, r)
+	} else {
+		assignSubtasks(sg, opts.Slots)
+	}
+	t.stages++
+
+	p := &Plan{Graph: t.Graph, Stage: sg, Final: complete}
+	if nf > 0 {
+		p.Fetches = make([]dag.ObjectID, nf)
+		for i, c := range fetch {
+			p.Fetches[i] = t.objects[c]
+		}
+	}
+	if cg != t.Chunks {
+		// Later stages, Need and Results find this stage's objects here.
+		if len(t.objects) < int(hi) {
+			t.objects = append(t.objects, make([]dag.ObjectID, int(hi)-len(t.objects))...)
+		}
+		for c := lo; c < hi; c++ {
+			if id, ok := sg.ObjectOf(local(c)); ok {
+				t.objects[c] = id
+			}
+		}
+	}
+	for c := nf; c < int32(cg.Len()); c++ {
+		if keep[c] && !complete {
+			id, _ := sg.ObjectOf(c)
+			p.Keep = append(p.Keep, id)
+		}
+	}
+	t.lowered = hi
+	objectOf := func(c int32) (dag.ObjectID, bool) {
+		if cg == t.Chunks {
+			return sg.ObjectOf(c)
+		}
+		id := t.objects[c]
+		return id, !id.IsZero()
+	}
+	if complete {
+		for _, o := range t.Graph.Outputs {
+			r, err := t.result(o, objectOf)
+			if err != nil {
+				return nil, err
+			}
+			p.Results = append(p.Results, r)
+		}
+	}
+	for _, c := range t.need {
+		id, ok := objectOf(c)
+		if !ok {
+			return nil, dag.Errorf(dag.KindInternal, "task %d: chunk %d of %s is needed but was never exported", task, c, t.Graph.Describe(t.Chunks.Nodes[c].Tileable))
+		}
+		m := t.Chunks.Meta(c)
+		m.Shape = append([]int64(nil), m.Shape...)
+		t.needObjs = append(t.needObjs, Need{Object: id, Planned: m})
 	}
 	return p, nil
 }
 
+// result describes output tileable o.
+func (t *Tiled) result(o int32, objectOf func(int32) (dag.ObjectID, bool)) (Result, error) {
+	g := t.Graph
+	grid := t.Grids[o]
+	r := Result{
+		Node:    o,
+		Meta:    dag.Meta{DType: g.Nodes[o].DType, Shape: append([]int64(nil), g.Nodes[o].Shape...)},
+		NSplits: make([][]int64, len(grid.NSplits)),
+		Objects: make([]dag.ObjectID, len(grid.Chunks)),
+	}
+	for d, s := range grid.NSplits {
+		r.NSplits[d] = append([]int64(nil), s...)
+		if d < len(r.Meta.Shape) && r.Meta.Shape[d] == Unknown {
+			// The declared size was unknown; the grid may know it by now.
+			sum := int64(0)
+			for _, x := range s {
+				if x < 0 {
+					sum = Unknown
+					break
+				}
+				sum += x
+			}
+			r.Meta.Shape[d] = sum
+		}
+	}
+	for i, c := range grid.Chunks {
+		id, ok := objectOf(c)
+		if !ok {
+			return r, dag.Errorf(dag.KindInternal, "result chunk %d of %s is not exported", c, g.Describe(o))
+		}
+		r.Objects[i] = id
+	}
+	return r, nil
+}
+
 // Counter returns an Allocate that hands out stage IDs 1, 2, … and
-// consecutive subtask ranges from 1, for tests and `phobos plan`.
+// consecutive subtask ranges from 1 within each stage, for tests and
+// `phobos plan`.
 func Counter() Allocate {
 	var stage dag.StageID
 	return func(n int) (dag.StageID, uint64, error) {

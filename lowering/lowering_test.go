@@ -61,7 +61,7 @@ func TestFuseChains(t *testing.T) {
 	}
 	for _, c := range cases {
 		g := chunks(t, c.graph...)
-		got := rows(fuseChains(g, g.Users(), c.mode))
+		got := rows(fuseChains(g, g.Users(), 0, c.mode))
 		if !equalRows(got, c.groups) {
 			t.Errorf("%s: groups %v, want %v", c.name, got, c.groups)
 		}
@@ -98,12 +98,12 @@ func lowerChunks(t *testing.T, g *dag.ChunkGraph, mode Fusion, slots []int) *dag
 	t.Helper()
 	users := g.Users()
 	isResult := make([]bool, g.Len())
-	sg, err := buildSubtasks(g, users, fuseChains(g, users, mode), isResult)
+	sg, err := buildSubtasks(g, users, fuseChains(g, users, 0, mode), isResult)
 	if err != nil {
 		t.Fatal(err)
 	}
 	prioritize(sg)
-	assignInitial(sg, slots)
+	assignSubtasks(sg, slots)
 	return sg
 }
 
@@ -173,5 +173,60 @@ func TestPriorities(t *testing.T) {
 	}
 	if !(dag.Priority{Succs: 1}).Before(dag.Priority{Succs: 2}) {
 		t.Fatal("fewer successors should go first")
+	}
+}
+
+func TestAssignSpread(t *testing.T) {
+	// 8 initial chunks feeding one reduction, slots [3,1]: quotas 6 and 2,
+	// spread ceil(9/2) = 5. Raylet 0's first walk stops after 5 visits
+	// (0, the reduction, 1, 2, 3); its second walk, from 4, takes 4 and 5
+	// and spends its quota; raylet 1 gets 6 and 7.
+	graph := make([][]int32, 8)
+	graph = append(graph, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+	g := chunks(t, graph...)
+	got := assignChunks(g, g.Users(), 0, []int{3, 1})
+	want := []int32{0, 0, 0, 0, 0, 0, 1, 1, -1}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("raylets %v, want %v", got, want)
+		}
+	}
+}
+
+func TestAssignChunkLevelPairs(t *testing.T) {
+	// The pairs test at chunk level (what colouring uses), and with
+	// one raylet of zero slots, which gets nothing.
+	var graph [][]int32
+	for p := 0; p < 6; p++ {
+		graph = append(graph, nil, nil)
+	}
+	for p := int32(0); p < 6; p++ {
+		graph = append(graph, []int32{2 * p, 2*p + 1})
+	}
+	g := chunks(t, graph...)
+	for _, slots := range [][]int{{4, 4, 4}, {4, 0, 4, 4}} {
+		r := assignChunks(g, g.Users(), 0, slots)
+		count := map[int32]int{}
+		for p := 0; p < 6; p++ {
+			if r[2*p] < 0 || r[2*p] != r[2*p+1] {
+				t.Fatalf("slots %v: pair %d on %d and %d", slots, p, r[2*p], r[2*p+1])
+			}
+			count[r[2*p]] += 2
+		}
+		for i, s := range slots {
+			if want := map[bool]int{true: 4, false: 0}[s > 0]; count[int32(i)] != want {
+				t.Fatalf("slots %v: raylet %d got %d, want %d", slots, i, count[int32(i)], want)
+			}
+		}
+	}
+}
+
+func TestAssignNoRaylets(t *testing.T) {
+	g := chunks(t, nil, nil, []int32{0, 1})
+	sg := lowerChunks(t, g, FuseNone, nil)
+	for s := range sg.Subtasks {
+		if sg.Subtasks[s].Raylet != -1 {
+			t.Fatalf("subtask %d placed on %d without raylets", s, sg.Subtasks[s].Raylet)
+		}
 	}
 }

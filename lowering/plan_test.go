@@ -7,7 +7,6 @@ import (
 
 	"github.com/phobos-project/phobos/bindings/tensor"
 	"github.com/phobos-project/phobos/dag"
-	"github.com/phobos-project/phobos/internal/codec"
 	"github.com/phobos-project/phobos/lowering"
 )
 
@@ -51,6 +50,64 @@ func TestSeedExampleFusion(t *testing.T) {
 	}
 }
 
+func TestFusionScalarChain(t *testing.T) {
+	// (t+1)*2 on a 9×9 tensor in 3×3 chunks: the scalars fold into the ops'
+	// args, so each chunk is one chain: 9 subtasks of [RAND, ADD, MUL].
+	x := tensor.Rand([]int64{9, 9}, tensor.Chunks(3), tensor.Seed(1))
+	g, err := tensor.Graph(x.Add(tensor.Scalar(1)).Mul(tensor.Scalar(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := lowering.Lower(g, 1, lowering.Options{Slots: []int{2, 2}}, dag.Ops, lowering.Counter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg := p.Stage
+	if sg.Len() != 9 {
+		t.Fatalf("%d subtasks, want 9", sg.Len())
+	}
+	for s := int32(0); s < 9; s++ {
+		if got := opNames(sg, s); got != "tensor.rand+tensor.add+tensor.mul" {
+			t.Fatalf("subtask %d is %s", s, got)
+		}
+		if len(sg.OutputsOf(s)) != 1 || sg.Subtasks[s].Raylet < 0 {
+			t.Fatalf("subtask %d: outputs %v, raylet %d", s, sg.OutputsOf(s), sg.Subtasks[s].Raylet)
+		}
+	}
+	// Colouring also puts two initial chunks of a raylet in one colour
+	// (Mars's initial_same_color_num): 4 subtasks of two chains (run in
+	// chunk order), one of one.
+	p, err = lowering.Lower(g, 1, lowering.Options{Fusion: lowering.FuseColoring, Slots: []int{2, 2}}, dag.Ops, lowering.Counter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for s := range p.Stage.Subtasks {
+		got = append(got, opNames(p.Stage, int32(s)))
+	}
+	two := "tensor.rand+tensor.rand+tensor.add+tensor.add+tensor.mul+tensor.mul"
+	if want := strings.Repeat(two+",", 4) + "tensor.rand+tensor.add+tensor.mul"; strings.Join(got, ",") != want {
+		t.Fatalf("colouring: subtasks %v", got)
+	}
+}
+
+func TestSeedExampleColoring(t *testing.T) {
+	// With colouring, each pair of RANDs is fused with its ADD+SUM on one
+	// raylet; the combines stay alone.
+	p, err := lowering.Lower(seedExample(t, 800, 100), 1, lowering.Options{Fusion: lowering.FuseColoring, Slots: []int{1, 1}}, dag.Ops, lowering.Counter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for s := range p.Stage.Subtasks {
+		got = append(got, opNames(p.Stage, int32(s)))
+	}
+	want := strings.Repeat("tensor.rand+tensor.rand+tensor.add+tensor.sum,", 8) + "tensor.sum.combine,tensor.sum.combine,tensor.sum.combine"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("subtasks %v", got)
+	}
+}
+
 func TestSeedExampleSize(t *testing.T) {
 	// 100 chunks per input: 200 RANDs, 100 ADD+SUMs, and combines of up to 4
 	// partials: 100 -> 25 -> 7 (6 combines, one partial carried up) -> 2 -> 1.
@@ -88,24 +145,27 @@ func TestSeedExampleSize(t *testing.T) {
 }
 
 func TestLoweringIsDeterministic(t *testing.T) {
-	enc := func() []byte {
-		p, err := lowering.Lower(seedExample(t, 10000, 37), 9, lowering.Options{Slots: []int{3, 1, 2}}, dag.Ops, lowering.Counter())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		for s := int32(0); s < int32(p.Stage.Len()); s++ {
-			b, err := codec.Marshal([]any{p.Stage.ID(s), p.Stage.ChunksOf(s), p.Stage.OutputsOf(s),
-				p.Stage.Preds.Row(s), p.Stage.Subtasks[s].Priority, p.Stage.Subtasks[s].Raylet})
+	// The same job with the same committed IDs lowers to byte-identical
+	// subtask graphs, with every fusion.
+	for _, fusion := range []lowering.Fusion{lowering.FuseChain, lowering.FuseNone, lowering.FuseColoring} {
+		enc := func() []byte {
+			p, err := lowering.Lower(seedExample(t, 10000, 37), 9, lowering.Options{Fusion: fusion, Slots: []int{3, 1, 2}}, dag.Ops, lowering.Counter())
 			if err != nil {
 				t.Fatal(err)
 			}
-			buf.Write(b)
+			b, err := p.Canonical()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
 		}
-		return buf.Bytes()
-	}
-	if !bytes.Equal(enc(), enc()) {
-		t.Fatal("two lowerings of the same job differ")
+		a, b := enc(), enc()
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%v: two lowerings of the same job differ", fusion)
+		}
+		if len(a) < 1000 {
+			t.Fatalf("%v: canonical form of %d bytes is too small to hold the plan", fusion, len(a))
+		}
 	}
 }
 
@@ -119,18 +179,5 @@ func TestLowerBadGraphs(t *testing.T) {
 	g.Nodes[0].Inputs = []int32{2}
 	if _, err := lowering.Lower(g, 1, lowering.Options{}, dag.Ops, lowering.Counter()); err == nil || !strings.Contains(err.Error(), "cycle") {
 		t.Fatalf("cycle: %v", err)
-	}
-}
-
-func BenchmarkLowerSeedExample(b *testing.B) {
-	// 85,000 chunks per input: about 200,000 subtasks.
-	g := seedExample(b, 85000*100, 100)
-	b.ReportAllocs()
-	for b.Loop() {
-		p, err := lowering.Lower(g, 1, lowering.Options{Slots: []int{4, 4}}, dag.Ops, lowering.Counter())
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(p.Stage.Len()), "subtasks")
 	}
 }

@@ -1,26 +1,55 @@
 package tensor
 
 import (
+	"math"
 	"math/rand/v2"
 
 	"github.com/phobos-project/phobos/dag"
-	"github.com/phobos-project/phobos/internal/codec"
 )
-
-var codecUnmarshal = codec.Unmarshal
 
 func init() {
 	dag.MustRegister(fullOp{})
 	dag.MustRegister(randOp{})
+	dag.MustRegister(arangeOp{})
+	dag.MustRegister(dataOp{})
 }
+
+// Explicit chunk splits (ChunkSplits) travel in a source's args under key 15.
 
 type fullArgs struct {
-	Value float64 `cbor:"1,keyasint"`
+	Value  float64   `cbor:"1,keyasint"`
+	Int    int64     `cbor:"2,keyasint,omitempty"` // the value of an int64 tensor
+	Splits [][]int64 `cbor:"15,keyasint,omitempty"`
 }
 
-// Full returns a tensor of the given shape filled with v.
+// Full returns a tensor of the given shape filled with v; float64 unless
+// WithDType(dag.Int64) (then v is truncated).
 func Full(shape []int64, v float64, opts ...Option) *Tensor {
-	return newSource(fullName, shape, fullArgs{Value: v}, opts)
+	dt := optDType(opts)
+	a := &fullArgs{Value: v}
+	if dt == dag.Int64 {
+		a = &fullArgs{Int: int64(v)}
+	}
+	return full(shape, dt, a, opts)
+}
+
+// FullInt returns an int64 tensor filled with v.
+func FullInt(shape []int64, v int64, opts ...Option) *Tensor {
+	return full(shape, dag.Int64, &fullArgs{Int: v}, opts)
+}
+
+func full(shape []int64, dt dag.DType, a *fullArgs, opts []Option) *Tensor {
+	if !numeric(dt) {
+		return failed(dag.Errorf(dag.KindInvalidArgument, "%s: dtype %s; use float64 or int64", fullName, dt))
+	}
+	t := newSource(fullName, shape, dt, nil, opts, func(s [][]int64) { a.Splits = s })
+	if t.err == nil {
+		t.args = mustArgs(a)
+		if len(shape) == 0 {
+			t.constant = a
+		}
+	}
+	return t
 }
 
 // Ones returns a tensor of ones.
@@ -29,30 +58,87 @@ func Ones(shape []int64, opts ...Option) *Tensor { return Full(shape, 1, opts...
 // Zeros returns a tensor of zeros.
 func Zeros(shape []int64, opts ...Option) *Tensor { return Full(shape, 0, opts...) }
 
+func optDType(opts []Option) dag.DType {
+	var o options
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.dtype == dag.DTypeInvalid {
+		return dag.Float64
+	}
+	return o.dtype
+}
+
 const fullName = "tensor.full"
 
 type fullOp struct{}
 
-func (fullOp) Name() string                   { return fullName }
-func (fullOp) Tile(tc *dag.TileContext) error { return tileSource(tc) }
+func (fullOp) Name() string                               { return fullName }
+func (fullOp) NewArgs() any                               { return new(fullArgs) }
+func (op fullOp) Exec(kc *dag.KernelCall) error           { return execOne(op, kc) }
+func (fullOp) FuseChain(steps []dag.ChainStep) dag.Kernel { return fuseChain(steps) }
 
-func (fullOp) Exec(kc *dag.KernelCall) error {
+func (fullOp) Tile(tc *dag.TileContext) error {
 	var a fullArgs
-	if err := decodeArgs(fullName, kc.Args, &a); err != nil {
+	if err := decodeNodeArgs(tc, &a); err != nil {
 		return err
 	}
-	out, err := allocFloat64(kc, 0, kc.Shape)
+	dt, err := sourceDType(tc, dag.Float64, dag.Int64)
 	if err != nil {
 		return err
 	}
-	for i := range out {
-		out[i] = a.Value
+	ns, err := sourceSplits(tc, a.Splits)
+	if err != nil {
+		return err
 	}
-	return nil
+	return tileSource(tc, ns, dt, nil)
+}
+
+func (fullOp) compile(b *builder, k int) error {
+	st, err := b.step(k, 0)
+	if err != nil {
+		return err
+	}
+	a := &b.args.full
+	*a = fullArgs{}
+	if err := decodeArgs(fullName, st.Args, a); err != nil {
+		return err
+	}
+	dt := st.DType
+	if dt == dag.DTypeInvalid {
+		dt = dag.Float64
+	}
+	if !numeric(dt) {
+		return errorf("%s: dtype %s", fullName, dt)
+	}
+	in := inst{code: opFill, dt: dt, f: a.Value, i: a.Int}
+	if dt == dag.Int64 && a.Int == 0 {
+		in.i = int64(a.Value)
+	}
+	s := b.segFor(st.Shape)
+	return b.define(k, s, b.emit(s, in))
+}
+
+// sourceDType returns the dtype a source node declares, if the op allows
+// it; an unset dtype is the first allowed one.
+func sourceDType(tc *dag.TileContext, allowed ...dag.DType) (dag.DType, error) {
+	dt := tc.Tileable().DType
+	if dt == dag.DTypeInvalid {
+		return allowed[0], nil
+	}
+	for _, a := range allowed {
+		if dt == a {
+			return dt, nil
+		}
+	}
+	return 0, tc.Errorf("dtype %s is not supported by this op", dt)
 }
 
 type randArgs struct {
-	Seed uint64 `cbor:"1,keyasint"`
+	Seed   uint64    `cbor:"1,keyasint"`
+	Splits [][]int64 `cbor:"15,keyasint,omitempty"`
 }
 
 // Rand returns a tensor of uniform values in [0, 1). Without Seed, the seed
@@ -61,42 +147,65 @@ type randArgs struct {
 func Rand(shape []int64, opts ...Option) *Tensor {
 	var o options
 	for _, f := range opts {
-		f(&o)
+		if f != nil {
+			f(&o)
+		}
 	}
 	seed := rand.Uint64()
 	if o.seed != nil {
 		seed = *o.seed
 	}
-	return newSource(randName, shape, randArgs{Seed: seed}, opts)
+	a := &randArgs{Seed: seed}
+	t := newSource(randName, shape, dag.Float64, nil, opts, func(s [][]int64) { a.Splits = s })
+	if t.err == nil {
+		t.args = mustArgs(a)
+	}
+	return t
 }
 
 const randName = "tensor.rand"
 
 type randOp struct{}
 
-func (randOp) Name() string                   { return randName }
-func (randOp) Tile(tc *dag.TileContext) error { return tileSource(tc) }
+func (randOp) Name() string                               { return randName }
+func (randOp) NewArgs() any                               { return new(randArgs) }
+func (op randOp) Exec(kc *dag.KernelCall) error           { return execOne(op, kc) }
+func (randOp) FuseChain(steps []dag.ChainStep) dag.Kernel { return fuseChain(steps) }
 
-func (randOp) Exec(kc *dag.KernelCall) error {
+func (randOp) Tile(tc *dag.TileContext) error {
 	var a randArgs
-	if err := decodeArgs(randName, kc.Args, &a); err != nil {
+	if err := decodeNodeArgs(tc, &a); err != nil {
 		return err
 	}
-	out, err := allocFloat64(kc, 0, kc.Shape)
+	dt, err := sourceDType(tc, dag.Float64)
 	if err != nil {
 		return err
 	}
-	s := chunkSeed(a.Seed, kc.Index)
-	r := rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
-	for i := range out {
-		if i&(1<<16-1) == 0 {
-			if err := kc.Interrupted(); err != nil {
-				return err
-			}
-		}
-		out[i] = r.Float64()
+	ns, err := sourceSplits(tc, a.Splits)
+	if err != nil {
+		return err
 	}
-	return nil
+	return tileSource(tc, ns, dt, nil)
+}
+
+func (randOp) compile(b *builder, k int) error {
+	st, err := b.step(k, 0)
+	if err != nil {
+		return err
+	}
+	a := &b.args.rand
+	*a = randArgs{}
+	if err := decodeArgs(randName, st.Args, a); err != nil {
+		return err
+	}
+	if err := b.checkDeclared(k, dag.Float64, elements(st.Shape)); err != nil {
+		return err
+	}
+	s := chunkSeed(a.Seed, st.Index)
+	in := inst{code: opRand, dt: dag.Float64}
+	in.rng = *rand.NewPCG(s, s^0x9e3779b97f4a7c15)
+	seg := b.segFor(st.Shape)
+	return b.define(k, seg, b.emit(seg, in))
 }
 
 // chunkSeed mixes a tensor's seed with a chunk's grid index (splitmix64).
@@ -115,12 +224,231 @@ func splitmix(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// allocFloat64 allocates output i as float64s of the given shape.
-func allocFloat64(kc *dag.KernelCall, i int, shape []int64) ([]float64, error) {
-	m := dag.Meta{DType: dag.Float64, Shape: shape}
-	b, err := kc.Output(i, m, int(m.Bytes()))
-	if err != nil {
-		return nil, err
+// arangeArgs: element i of the whole array is Start + i*Step (IStart and
+// IStep for int64). A chunk's args also carry its first element's Offset.
+type arangeArgs struct {
+	Start  float64   `cbor:"1,keyasint,omitempty"`
+	Step   float64   `cbor:"2,keyasint,omitempty"`
+	IStart int64     `cbor:"3,keyasint,omitempty"`
+	IStep  int64     `cbor:"4,keyasint,omitempty"`
+	Offset int64     `cbor:"5,keyasint,omitempty"`
+	Splits [][]int64 `cbor:"15,keyasint,omitempty"`
+}
+
+const arangeName = "tensor.arange"
+
+// Arange returns the float64 values start, start+step, … below stop (above
+// it for a negative step), as NumPy's arange: element i is start + i*step.
+func Arange(start, stop, step float64, opts ...Option) *Tensor {
+	if step == 0 || math.IsNaN(start+stop+step) || math.IsInf(start+stop+step, 0) {
+		return failed(dag.Errorf(dag.KindInvalidArgument, "%s: start %v, stop %v, step %v: need finite values and a step other than 0", arangeName, start, stop, step))
 	}
-	return dag.BytesAsFloat64s(b), nil
+	n := int64(max(0, math.Ceil((stop-start)/step)))
+	a := &arangeArgs{Start: start, Step: step}
+	t := newSource(arangeName, []int64{n}, dag.Float64, nil, opts, func(s [][]int64) { a.Splits = s })
+	if t.err == nil {
+		t.args = mustArgs(a)
+	}
+	return t
+}
+
+// ArangeInt returns the int64 values start, start+step, … below stop (above
+// it for a negative step).
+func ArangeInt(start, stop, step int64, opts ...Option) *Tensor {
+	if step == 0 {
+		return failed(dag.Errorf(dag.KindInvalidArgument, "%s: step must not be 0", arangeName))
+	}
+	var n int64
+	if step > 0 && stop > start {
+		n = (stop - start + step - 1) / step
+	} else if step < 0 && stop < start {
+		n = (start - stop - step - 1) / -step
+	}
+	a := &arangeArgs{IStart: start, IStep: step}
+	t := newSource(arangeName, []int64{n}, dag.Int64, nil, opts, func(s [][]int64) { a.Splits = s })
+	if t.err == nil {
+		t.args = mustArgs(a)
+	}
+	return t
+}
+
+type arangeOp struct{}
+
+func (arangeOp) Name() string                               { return arangeName }
+func (arangeOp) NewArgs() any                               { return new(arangeArgs) }
+func (op arangeOp) Exec(kc *dag.KernelCall) error           { return execOne(op, kc) }
+func (arangeOp) FuseChain(steps []dag.ChainStep) dag.Kernel { return fuseChain(steps) }
+
+func (arangeOp) Tile(tc *dag.TileContext) error {
+	var a arangeArgs
+	if err := decodeNodeArgs(tc, &a); err != nil {
+		return err
+	}
+	if len(tc.Tileable().Shape) != 1 {
+		return tc.Errorf("arange is 1-dimensional; its shape is %v", tc.Tileable().Shape)
+	}
+	dt, err := sourceDType(tc, dag.Float64, dag.Int64)
+	if err != nil {
+		return err
+	}
+	ns, err := sourceSplits(tc, a.Splits)
+	if err != nil {
+		return err
+	}
+	a.Splits = nil
+	return tileSource(tc, ns, dt, func(_ []int32, off, _ []int64) (int32, error) {
+		a.Offset = off[0]
+		return tc.Chunks.AddArgs(mustEncode(&a)), nil
+	})
+}
+
+func (arangeOp) compile(b *builder, k int) error {
+	st, err := b.step(k, 0)
+	if err != nil {
+		return err
+	}
+	a := &b.args.arange
+	*a = arangeArgs{}
+	if err := decodeArgs(arangeName, st.Args, a); err != nil {
+		return err
+	}
+	dt := st.DType
+	if dt == dag.DTypeInvalid {
+		dt = dag.Float64
+	}
+	if !numeric(dt) {
+		return errorf("%s: dtype %s", arangeName, dt)
+	}
+	in := inst{code: opArange, dt: dt, f: a.Start, f2: a.Step, i: a.IStart, i2: a.IStep, off: a.Offset}
+	s := b.segFor(st.Shape)
+	return b.define(k, s, b.emit(s, in))
+}
+
+// dataArgs carry a FromSlice tensor's elements, row-major: the whole array
+// on the tileable node, only the chunk's block on each chunk.
+type dataArgs struct {
+	Data   []float64 `cbor:"1,keyasint,omitempty"`
+	Ints   []int64   `cbor:"2,keyasint,omitempty"`
+	Splits [][]int64 `cbor:"15,keyasint,omitempty"`
+}
+
+const dataName = "tensor.fromslice"
+
+// FromSlice returns a float64 tensor of the given shape holding data
+// (row-major; len(data) must be the shape's size). The data is copied into
+// the graph: each chunk's args carry its own block of it.
+func FromSlice(data []float64, shape []int64, opts ...Option) *Tensor {
+	a := &dataArgs{Data: append([]float64(nil), data...)}
+	return fromSlice(a, int64(len(data)), shape, dag.Float64, opts)
+}
+
+// FromInts is FromSlice for int64 data.
+func FromInts(data []int64, shape []int64, opts ...Option) *Tensor {
+	a := &dataArgs{Ints: append([]int64(nil), data...)}
+	return fromSlice(a, int64(len(data)), shape, dag.Int64, opts)
+}
+
+func fromSlice(a *dataArgs, n int64, shape []int64, dt dag.DType, opts []Option) *Tensor {
+	t := newSource(dataName, shape, dt, nil, opts, func(s [][]int64) { a.Splits = s })
+	if t.err != nil {
+		return t
+	}
+	if want := elements(shape); n != want {
+		return failed(dag.Errorf(dag.KindInvalidArgument, "%s: %d elements for shape %v, which holds %d", dataName, n, shape, want))
+	}
+	t.args = mustArgs(a)
+	return t
+}
+
+type dataOp struct{}
+
+func (dataOp) Name() string                               { return dataName }
+func (dataOp) NewArgs() any                               { return new(dataArgs) }
+func (op dataOp) Exec(kc *dag.KernelCall) error           { return execOne(op, kc) }
+func (dataOp) FuseChain(steps []dag.ChainStep) dag.Kernel { return fuseChain(steps) }
+
+func (dataOp) Tile(tc *dag.TileContext) error {
+	var a dataArgs
+	if err := decodeNodeArgs(tc, &a); err != nil {
+		return err
+	}
+	dt, err := sourceDType(tc, dag.Float64, dag.Int64)
+	if err != nil {
+		return err
+	}
+	shape := tc.Tileable().Shape
+	n := int64(len(a.Data))
+	if dt == dag.Int64 {
+		n = int64(len(a.Ints))
+	}
+	if want := elements(shape); n != want || dt == dag.Float64 && len(a.Ints) > 0 || dt == dag.Int64 && len(a.Data) > 0 {
+		return tc.Errorf("has %d %s elements (and %d of the other type) for shape %v, which holds %d", n, dt, len(a.Data)+len(a.Ints)-int(n), shape, want)
+	}
+	ns, err := sourceSplits(tc, a.Splits)
+	if err != nil {
+		return err
+	}
+	zero := make([]int64, len(shape))
+	return tileSource(tc, ns, dt, func(_ []int32, off, cshape []int64) (int32, error) {
+		var c dataArgs
+		if dt == dag.Int64 {
+			c.Ints = make([]int64, elements(cshape))
+			copyBlock(c.Ints, cshape, zero, a.Ints, shape, off, cshape)
+		} else {
+			c.Data = make([]float64, elements(cshape))
+			copyBlock(c.Data, cshape, zero, a.Data, shape, off, cshape)
+		}
+		return tc.Chunks.AddArgs(mustEncode(&c)), nil
+	})
+}
+
+// compile decodes the chunk's data straight into the step's whole
+// destination; its blocks are then views of it.
+func (dataOp) compile(b *builder, k int) error {
+	st, err := b.step(k, 0)
+	if err != nil {
+		return err
+	}
+	dt := st.DType
+	if dt == dag.DTypeInvalid {
+		dt = dag.Float64
+	}
+	if !numeric(dt) {
+		return errorf("%s: dtype %s", dataName, dt)
+	}
+	n := elements(st.Shape)
+	dst, err := b.output(k, dt)
+	if err != nil {
+		return err
+	}
+	var a dataArgs
+	var got int
+	if dt == dag.Int64 {
+		a.Ints = asI64(dst)[:0:n]
+		err = decodeArgs(dataName, st.Args, &a)
+		got = len(a.Ints)
+		if err == nil && got == int(n) && n > 0 && &a.Ints[0] != &asI64(dst)[0] {
+			copy(asI64(dst), a.Ints) // the decoder chose its own memory
+		}
+	} else {
+		a.Data = dst[:0:n]
+		err = decodeArgs(dataName, st.Args, &a)
+		got = len(a.Data)
+		if err == nil && got == int(n) && n > 0 && &a.Data[0] != &dst[0] {
+			copy(dst, a.Data)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if got != int(n) {
+		return errorf("%s: chunk args hold %d elements for shape %v", dataName, got, st.Shape)
+	}
+	b.defineFull(k, dst, dt)
+	// Readers in this segment see it through a view instruction.
+	s := b.segFor(st.Shape)
+	i := b.emit(s, inst{code: opView, dt: dt, hasFull: true, full: dst})
+	v := &b.vals[k]
+	v.seg, v.inst = s, i
+	return nil
 }

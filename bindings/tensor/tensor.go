@@ -8,8 +8,8 @@ import (
 	"github.com/phobos-project/phobos/internal/codec"
 )
 
-// Tensor is an n-dimensional array of float64 described by the ops that
-// make it. Tensors are immutable and safe to share between goroutines.
+// Tensor is an n-dimensional array of float64 or int64 described by the ops
+// that make it. Tensors are immutable and safe to share between goroutines.
 type Tensor struct {
 	op     dag.OpID
 	args   []byte
@@ -19,12 +19,16 @@ type Tensor struct {
 	chunks []int64
 	label  string
 	err    error
+
+	// constant is set on 0-dimensional Full tensors (Scalar, ScalarInt):
+	// binary ops fold them into their args instead of reading a chunk.
+	constant *fullArgs
 }
 
 // Shape returns the tensor's shape (do not modify).
 func (t *Tensor) Shape() []int64 { return t.shape }
 
-// DType returns the element type.
+// DType returns the element type: dag.Float64 or dag.Int64.
 func (t *Tensor) DType() dag.DType { return t.dtype }
 
 // Err returns the first error made while building t or its inputs.
@@ -46,23 +50,35 @@ func (t *Tensor) Size() int64 {
 
 // Label names t in error messages and plans.
 func (t *Tensor) Label(name string) *Tensor {
+	if t == nil {
+		return failed(errNilReceiver("Label"))
+	}
 	c := *t
 	c.label = name
 	return &c
 }
 
-// Option configures a tensor constructor.
+// Option configures a tensor constructor. Options hold no state of their
+// own and may be reused for any number of tensors.
 type Option func(*options)
 
 type options struct {
 	chunks []int64
+	splits [][]int64
 	seed   *uint64
 	label  string
+	dtype  dag.DType
 }
 
 // Chunks sets the chunk size: one value for every dimension, or one per
 // dimension. A dimension of size n in chunks of c splits into c,…,c,n mod c.
+// Without Chunks a tensor is one chunk.
 func Chunks(sizes ...int64) Option { return func(o *options) { o.chunks = sizes } }
+
+// ChunkSplits sets explicit chunk sizes per dimension, as in Mars's nsplits:
+// ChunkSplits([]int64{3, 7}, []int64{5}) cuts a 10×5 tensor into a 3×5 and a
+// 7×5 chunk. Each list must sum to its dimension's size.
+func ChunkSplits(splits ...[]int64) Option { return func(o *options) { o.splits = splits } }
 
 // Seed fixes a random tensor's seed. Each chunk's values are derived from
 // the seed and the chunk's grid index, so they never depend on placement.
@@ -71,10 +87,34 @@ func Seed(s uint64) Option { return func(o *options) { o.seed = &s } }
 // Named labels the tensor (see Label).
 func Named(name string) Option { return func(o *options) { o.label = name } }
 
+// WithDType sets the element type of Full, Ones and Zeros (dag.Float64, the
+// default, or dag.Int64).
+func WithDType(d dag.DType) Option { return func(o *options) { o.dtype = d } }
+
 func buildOptions(shape []int64, opts []Option) (options, error) {
 	var o options
 	for _, f := range opts {
-		f(&o)
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.splits != nil {
+		if len(o.splits) != len(shape) {
+			return o, fmt.Errorf("%d chunk split lists for a %d-dimensional shape: give one per dimension", len(o.splits), len(shape))
+		}
+		if err := checkSplits(shape, o.splits); err != nil {
+			return o, err
+		}
+		// ChunkSize stays meaningful for readers that only look at it: the
+		// largest chunk per dimension.
+		o.chunks = make([]int64, len(shape))
+		for d, s := range o.splits {
+			o.chunks[d] = 1
+			for _, c := range s {
+				o.chunks[d] = max(o.chunks[d], c)
+			}
+		}
+		return o, nil
 	}
 	switch {
 	case len(o.chunks) == 0:
@@ -92,6 +132,8 @@ func buildOptions(shape []int64, opts []Option) (options, error) {
 		}
 	case len(o.chunks) != len(shape):
 		return o, fmt.Errorf("%d chunk sizes for a %d-dimensional shape: give one, or one per dimension", len(o.chunks), len(shape))
+	default:
+		o.chunks = append([]int64(nil), o.chunks...)
 	}
 	for i, c := range o.chunks {
 		if c <= 0 {
@@ -101,11 +143,33 @@ func buildOptions(shape []int64, opts []Option) (options, error) {
 	return o, nil
 }
 
-func newSource(name string, shape []int64, args any, opts []Option) *Tensor {
-	t := &Tensor{op: dag.OpIDOf(name), shape: append([]int64(nil), shape...), dtype: dag.Float64}
+// checkSplits checks explicit chunk sizes against a shape.
+func checkSplits(shape []int64, splits [][]int64) error {
+	for d, s := range splits {
+		if len(s) == 0 {
+			return fmt.Errorf("dimension %d has an empty chunk list; give at least one chunk", d)
+		}
+		sum := int64(0)
+		for _, c := range s {
+			if c < 0 || (c == 0 && shape[d] != 0) {
+				return fmt.Errorf("chunk size %d in dimension %d must be positive", c, d)
+			}
+			sum += c
+		}
+		if sum != shape[d] {
+			return fmt.Errorf("chunk sizes %v in dimension %d sum to %d, not the dimension's size %d", s, d, sum, shape[d])
+		}
+	}
+	return nil
+}
+
+// newSource makes a tensor without inputs. setSplits is called with the
+// explicit splits, if any, so the op's args can carry them.
+func newSource(name string, shape []int64, dt dag.DType, args any, opts []Option, setSplits func([][]int64)) *Tensor {
+	t := &Tensor{op: dag.OpIDOf(name), shape: append([]int64{}, shape...), dtype: dt}
 	for i, d := range shape {
 		if d < 0 {
-			t.err = fmt.Errorf("tensor.%s: dimension %d has negative size %d", name[len("tensor."):], i, d)
+			t.err = fmt.Errorf("%s: dimension %d has negative size %d", name, i, d)
 			return t
 		}
 	}
@@ -113,6 +177,13 @@ func newSource(name string, shape []int64, args any, opts []Option) *Tensor {
 	if err != nil {
 		t.err = fmt.Errorf("%s: %w", name, err)
 		return t
+	}
+	if o.splits != nil {
+		if setSplits == nil {
+			t.err = fmt.Errorf("%s: explicit chunk splits are not supported here", name)
+			return t
+		}
+		setSplits(o.splits)
 	}
 	t.chunks, t.label = o.chunks, o.label
 	t.args = mustArgs(args)
@@ -131,16 +202,13 @@ func mustArgs(v any) []byte {
 }
 
 // derive makes a tensor from inputs; the first input error wins.
-func derive(name string, args any, shape []int64, inputs ...*Tensor) *Tensor {
-	t := &Tensor{op: dag.OpIDOf(name), shape: shape, dtype: dag.Float64, inputs: inputs}
+func derive(name string, args any, shape []int64, dt dag.DType, inputs ...*Tensor) *Tensor {
 	for _, in := range inputs {
 		if err := in.Err(); err != nil {
-			t.err = err
-			return t
+			return failed(err)
 		}
 	}
-	t.args = mustArgs(args)
-	return t
+	return &Tensor{op: dag.OpIDOf(name), shape: shape, dtype: dt, inputs: inputs, args: mustArgs(args)}
 }
 
 func failed(err error) *Tensor { return &Tensor{err: err} }
@@ -189,3 +257,19 @@ func Graph(outputs ...*Tensor) (*dag.TileableGraph, error) {
 
 // TileableGraph lets a driver run t directly.
 func (t *Tensor) TileableGraph() (*dag.TileableGraph, error) { return Graph(t) }
+
+func errNilReceiver(method string) error {
+	return dag.Errorf(dag.KindInvalidArgument, "tensor.%s called on a nil tensor: build it with a constructor such as tensor.Rand", method)
+}
+
+// numeric reports whether d is a dtype the tensor kernels compute on.
+func numeric(d dag.DType) bool { return d == dag.Float64 || d == dag.Int64 }
+
+// promote is the dtype of an arithmetic result of a and b (NumPy's rule for
+// these two types).
+func promote(a, b dag.DType) dag.DType {
+	if a == dag.Int64 && b == dag.Int64 {
+		return dag.Int64
+	}
+	return dag.Float64
+}

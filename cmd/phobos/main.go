@@ -34,6 +34,8 @@ var commands = []command{
 	{"jobs", "list a cluster's jobs", runJobs},
 	{"cancel", "cancel a running job", runCancel},
 	{"bench", "measure subtask throughput on an embedded or running cluster", runBench},
+	{"plan", "explain how a graph file lowers into subtasks, without running it", runPlan},
+	{"submit", "run a graph file on an embedded or running cluster and print its results", runSubmit},
 }
 
 func main() {

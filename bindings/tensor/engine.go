@@ -1,0 +1,1101 @@
+package tensor
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/phobos-project/phobos/dag"
+)
+
+// The engine runs every elementwise op, creation op and first-level
+// reduction, alone or fused. A list of steps (a fused subtask, or one op for
+// an unfused call) compiles into segments: runs of steps that share one
+// shape. A segment runs block by block (blockLen elements at a time) through
+// small pooled buffers: each step computes its block from its operands'
+// blocks, a reduction folds the block into its partial results, and only
+// values that leave the segment (subtask outputs, or inputs of a later
+// segment) are written in full. An unfused op runs the same code as a
+// one-step chain, so fused and unfused results are equal bit for bit: the
+// same loops run over the same blocks in the same order.
+//
+// Steps of other ops (matmul, slicing, ...) run through their own Exec
+// between segments ("opaque" steps).
+
+// blockLen is the number of elements per block: a block of float64s is
+// 16 KiB, so a chain's few live blocks stay in L1/L2.
+const blockLen = 2048
+
+// checkEvery is how many blocks run between checks of the context.
+const checkEvery = 32
+
+type opcode uint8
+
+const (
+	opLoad   opcode = iota // a leaf: a view of an input, or gathered (broadcast) and converted into a buffer
+	opFill                 // a constant
+	opRand                 // uniform [0,1) from a PCG stream
+	opArange               // start + (offset+i)*step
+	opView                 // a value already computed in full (FromSlice data)
+	opCopy
+	opCast // between int64 and float64
+	opNeg
+	opAbs
+	opExp
+	opLog
+	opSqrt
+	opAdd
+	opSub
+	opMul
+	opDiv
+	opPow
+	opMax
+	opMin
+	opReduce // folds its operand into a reducer
+)
+
+// Operand forms of binary instructions.
+const (
+	formVV uint8 = iota
+	formVS       // the scalar is the right operand
+	formSV       // the scalar is the left operand
+)
+
+// inst is one instruction of a segment. Operands a and b are earlier
+// instructions of the same segment.
+type inst struct {
+	code opcode
+	form uint8
+	dt   dag.DType // the value's dtype
+	a, b int32
+	f    float64 // scalar, fill value or arange start (float64 values)
+	i    int64   // the same for int64 values
+	f2   float64 // arange step
+	i2   int64
+	off  int64 // arange offset
+
+	hasFull bool
+	full    []float64 // the whole value, when it leaves the segment
+	buf     int32     // scratch block slot, or -1
+
+	// opLoad
+	ref   int32 // the step (>= 0) or external input (-(k+1)) read
+	src   []float64
+	srcDT dag.DType
+	walk  *walker // nil: the leaf has the segment's shape (a plain view)
+
+	rng rand.PCG
+	red *reducer
+
+	// skip marks an instruction folded into its only reader (a sum of a
+	// binary op; see fuseReduce), which then reads its operands instead.
+	skip bool
+	pair opcode // on opReduce: the folded binary op, or 0
+}
+
+type segment struct {
+	shape  []int64
+	n      int64
+	insts  []inst
+	nbuf   int
+	closed bool
+}
+
+// stepVal is where a step's value lives once compiled.
+type stepVal struct {
+	seg     int32 // segment computing it block by block, or -1
+	inst    int32
+	mat     bool      // materialized: full holds (or will hold) the whole value
+	full    []float64 // nil when the value has no elements
+	raw     []byte    // full's bytes (an opaque step's output may not be 8-byte elements)
+	meta    dag.Meta
+	defined bool
+}
+
+type item struct {
+	seg  int32 // >= 0: run this segment
+	step int32 // else run this opaque step
+	op   dag.Kernel
+}
+
+type builder struct {
+	kc    *dag.KernelCall
+	steps []dag.ChainStep
+	segs  []segment
+	items []item
+	vals  []stepVal
+	cur   int32
+
+	// Per-call scratch, kept with the pooled builder so that a kernel call
+	// allocates nothing but its outputs in steady state.
+	one      [1]dag.ChainStep
+	i64      []int64
+	bools    []bool
+	walkers  []walker
+	reducers []reducer
+	args     argScratch
+}
+
+// argScratch holds decoded args; decoding into it (instead of a fresh
+// value) costs no allocation, and slices keep their backing arrays.
+type argScratch struct {
+	elem   elemArgs
+	red    reduceArgs
+	full   fullArgs
+	rand   randArgs
+	arange arangeArgs
+	astype astypeArgs
+}
+
+// compiler is an op the engine can run itself.
+type compiler interface {
+	dag.Kernel
+	compile(b *builder, k int) error
+}
+
+// extRefs are the input references of a one-step chain.
+var extRefs = [...]int32{-1, -2, -3, -4, -5, -6, -7, -8}
+
+// execOne runs op on its own as a one-step chain.
+func execOne(op compiler, kc *dag.KernelCall) error {
+	if len(kc.Inputs) > len(extRefs) {
+		return dag.Errorf(dag.KindInvalidArgument, "%s: %d inputs is too many", op.Name(), len(kc.Inputs))
+	}
+	b := getBuilder(kc, nil)
+	defer putBuilder(b)
+	b.one[0] = dag.ChainStep{
+		Op: dag.OpIDOf(op.Name()), Args: kc.Args, Inputs: extRefs[:len(kc.Inputs)],
+		Index: kc.Index, Shape: kc.Shape, DType: kc.DType, Output: 0,
+	}
+	b.steps = b.one[:]
+	b.vals = b.vals[:0]
+	b.vals = append(b.vals, stepVal{seg: -1})
+	if err := op.compile(b, 0); err != nil {
+		return err
+	}
+	return b.run()
+}
+
+// fuseChain is the ChainFuser of every engine op: it runs steps in one pass
+// where it can. It declines (nil) a chain with an op this process does not
+// know, or with no two neighbouring steps the engine could fuse.
+func fuseChain(steps []dag.ChainStep) dag.Kernel {
+	fusable := 0
+	pairs := 0
+	for j := range steps {
+		op, ok := dag.Ops.Lookup(steps[j].Op)
+		if !ok {
+			return nil
+		}
+		if _, ok := op.(dag.Kernel); !ok {
+			return nil
+		}
+		if _, ok := op.(compiler); ok {
+			fusable++
+			if fusable >= 2 {
+				pairs++
+			}
+		} else {
+			fusable = 0
+		}
+	}
+	if pairs == 0 {
+		return nil
+	}
+	return &chainKernel{steps: steps}
+}
+
+// chainKernel runs a fused subtask.
+type chainKernel struct{ steps []dag.ChainStep }
+
+func (*chainKernel) Name() string { return "tensor.fused" }
+
+func (c *chainKernel) Exec(kc *dag.KernelCall) error {
+	b := getBuilder(kc, c.steps)
+	defer putBuilder(b)
+	for k := range c.steps {
+		st := &c.steps[k]
+		op, ok := dag.Ops.Lookup(st.Op)
+		if !ok {
+			return dag.Errorf(dag.KindInvalidArgument, "fused step %d: op %s is not registered", k, st.Op)
+		}
+		if cp, ok := op.(compiler); ok {
+			if err := cp.compile(b, k); err != nil {
+				return fmt.Errorf("step %d (%s): %w", k, op.Name(), err)
+			}
+			continue
+		}
+		kern, ok := op.(dag.Kernel)
+		if !ok {
+			return dag.Errorf(dag.KindInvalidArgument, "fused step %d: op %q has no kernel", k, op.Name())
+		}
+		if err := b.opaque(k, kern); err != nil {
+			return err
+		}
+	}
+	return b.run()
+}
+
+var builders = sync.Pool{New: func() any { return new(builder) }}
+
+func getBuilder(kc *dag.KernelCall, steps []dag.ChainStep) *builder {
+	b := builders.Get().(*builder)
+	b.kc, b.steps, b.cur = kc, steps, -1
+	b.segs, b.items = b.segs[:0], b.items[:0]
+	b.i64, b.bools, b.walkers, b.reducers = b.i64[:0], b.bools[:0], b.walkers[:0], b.reducers[:0]
+	if cap(b.vals) < len(steps) {
+		b.vals = make([]stepVal, len(steps))
+	}
+	b.vals = b.vals[:len(steps)]
+	for i := range b.vals {
+		b.vals[i] = stepVal{seg: -1}
+	}
+	return b
+}
+
+func putBuilder(b *builder) {
+	for i := range b.segs {
+		s := &b.segs[i]
+		for j := range s.insts {
+			s.insts[j] = inst{} // drop references to caller memory
+		}
+		s.insts = s.insts[:0]
+	}
+	for i := range b.vals {
+		b.vals[i] = stepVal{}
+	}
+	for i := range b.items {
+		b.items[i] = item{}
+	}
+	for i := range b.reducers {
+		b.reducers[i] = reducer{}
+	}
+	b.one[0] = dag.ChainStep{}
+	b.kc, b.steps = nil, nil
+	builders.Put(b)
+}
+
+// errorf is an invalid-argument error about a step's input or args.
+func errorf(format string, args ...any) error {
+	return dag.Errorf(dag.KindInvalidArgument, format, args...)
+}
+
+// step returns step k, checking it has the given number of inputs.
+func (b *builder) step(k int, nin int) (*dag.ChainStep, error) {
+	st := &b.steps[k]
+	if len(st.Inputs) != nin {
+		return nil, errorf("got %d inputs, want %d", len(st.Inputs), nin)
+	}
+	for _, ref := range st.Inputs {
+		if ref >= int32(k) {
+			return nil, errorf("reads step %d, which runs later", ref)
+		}
+		if ref < 0 && int(-ref-1) >= len(b.kc.Inputs) {
+			return nil, errorf("reads input %d of %d", -ref-1, len(b.kc.Inputs))
+		}
+	}
+	return st, nil
+}
+
+// metaOf returns the dtype and shape of a step's or an input's value.
+func (b *builder) metaOf(ref int32) dag.Meta {
+	if ref < 0 {
+		m := b.kc.Inputs[-ref-1].Meta
+		if m.DType == dag.DTypeInvalid {
+			m.DType = dag.Float64
+		}
+		return m
+	}
+	m := b.vals[ref].meta
+	if m.DType == dag.DTypeInvalid {
+		m.DType = dag.Float64
+	}
+	return m
+}
+
+// segFor returns the open segment of the given shape, starting one if the
+// current segment has another shape or is closed.
+func (b *builder) segFor(shape []int64) int32 {
+	if b.cur >= 0 {
+		s := &b.segs[b.cur]
+		if !s.closed && sameShape(s.shape, shape) {
+			return b.cur
+		}
+		s.closed = true
+	}
+	b.segs = append(b.segs, segment{shape: shape, n: elements(shape), insts: b.spareInsts()})
+	b.cur = int32(len(b.segs) - 1)
+	b.items = append(b.items, item{seg: b.cur, step: -1})
+	return b.cur
+}
+
+// spareInsts reuses the instruction slice of a pooled segment.
+func (b *builder) spareInsts() []inst {
+	if n := len(b.segs); n < cap(b.segs) {
+		return b.segs[:n+1][n].insts[:0]
+	}
+	return nil
+}
+
+// emit appends an instruction to segment s.
+func (b *builder) emit(s int32, in inst) int32 {
+	seg := &b.segs[s]
+	in.buf = -1
+	seg.insts = append(seg.insts, in)
+	return int32(len(seg.insts) - 1)
+}
+
+// checkDeclared checks that the value an op computes matches the step's
+// declared dtype and element count.
+func (b *builder) checkDeclared(k int, dt dag.DType, n int64) error {
+	st := &b.steps[k]
+	if st.DType != dag.DTypeInvalid && st.DType != dt {
+		return errorf("computes %s but the plan declares %s", dt, st.DType)
+	}
+	if e := elements(st.Shape); e != n {
+		return errorf("computes %d elements but the plan declares shape %v", n, st.Shape)
+	}
+	return nil
+}
+
+// output returns step k's whole destination: the subtask output it is
+// exported as, or scratch memory when it is only materialized.
+func (b *builder) output(k int, dt dag.DType) ([]float64, error) {
+	st := &b.steps[k]
+	m := dag.Meta{DType: dt, Shape: st.Shape}
+	nb := int(m.Bytes())
+	if st.Output >= 0 {
+		buf, err := b.kc.Output(int(st.Output), m, nb)
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) != nb {
+			return nil, dag.Errorf(dag.KindInternal, "output %d: allocator gave %d bytes for %d", st.Output, len(buf), nb)
+		}
+		return dag.BytesAsFloat64s(buf), nil
+	}
+	return make([]float64, nb/8), nil
+}
+
+// define records instruction i of segment s as step k's value and, when the
+// step is a subtask output, writes it there in full.
+func (b *builder) define(k int, s, i int32) error {
+	st := &b.steps[k]
+	in := &b.segs[s].insts[i]
+	v := &b.vals[k]
+	*v = stepVal{seg: s, inst: i, meta: dag.Meta{DType: in.dt, Shape: st.Shape}, defined: true}
+	if st.Output >= 0 {
+		return b.materialize(k)
+	}
+	return nil
+}
+
+// defineFull records a materialized value for step k.
+func (b *builder) defineFull(k int, full []float64, dt dag.DType) {
+	b.vals[k] = stepVal{seg: -1, inst: -1, mat: true, full: full, meta: dag.Meta{DType: dt, Shape: b.steps[k].Shape}, defined: true}
+}
+
+// materialize makes step k's value available in full after its segment ran.
+func (b *builder) materialize(k int) error {
+	v := &b.vals[k]
+	if v.mat {
+		return nil
+	}
+	if !v.defined || v.seg < 0 {
+		return dag.Errorf(dag.KindInternal, "step %d has no value to keep", k)
+	}
+	in := &b.segs[v.seg].insts[v.inst]
+	full, err := b.output(k, in.dt)
+	if err != nil {
+		return err
+	}
+	if in.hasFull {
+		return dag.Errorf(dag.KindInternal, "step %d shares its instruction with another step", k)
+	}
+	in.hasFull, in.full = true, full
+	v.mat, v.full = true, full
+	return nil
+}
+
+// operand returns an instruction of segment s that yields ref's value as
+// dtype dt: the instruction computing it in s, or a load of the whole value
+// (broadcast to the segment's shape if needed), converted when dt differs.
+func (b *builder) operand(s int32, ref int32, dt dag.DType) (int32, error) {
+	seg := &b.segs[s]
+	if ref >= 0 {
+		v := &b.vals[ref]
+		if !v.defined {
+			return -1, dag.Errorf(dag.KindInternal, "step %d used before it was compiled", ref)
+		}
+		if v.seg == s {
+			i := v.inst
+			if seg.insts[i].dt == dt {
+				return i, nil
+			}
+			for j := range seg.insts {
+				if c := &seg.insts[j]; c.code == opCast && c.a == i && c.dt == dt {
+					return int32(j), nil
+				}
+			}
+			return b.emit(s, inst{code: opCast, dt: dt, a: i}), nil
+		}
+	}
+	for j := range seg.insts {
+		if c := &seg.insts[j]; c.code == opLoad && c.ref == ref && c.dt == dt {
+			return int32(j), nil
+		}
+	}
+	m := b.metaOf(ref)
+	if !numeric(m.DType) {
+		return -1, errorf("input has dtype %s; tensor kernels compute on float64 and int64", m.DType)
+	}
+	if ref >= 0 && !b.vals[ref].mat {
+		if err := b.materialize(int(ref)); err != nil {
+			return -1, err
+		}
+	}
+	in := inst{code: opLoad, dt: dt, ref: ref, srcDT: m.DType}
+	if !sameShape(m.Shape, seg.shape) {
+		if !broadcastsTo(m.Shape, seg.shape) {
+			return -1, errorf("input of shape %v does not broadcast to %v", m.Shape, seg.shape)
+		}
+		in.walk = b.newWalker(seg.shape, b.leafStrides(m.Shape, seg.shape))
+	}
+	return b.emit(s, in), nil
+}
+
+// opaque adds step k, run by its own kernel; the engine steps it reads are
+// kept whole for it.
+func (b *builder) opaque(k int, op dag.Kernel) error {
+	if b.cur >= 0 {
+		b.segs[b.cur].closed = true
+	}
+	b.cur = -1
+	st := &b.steps[k]
+	for _, ref := range st.Inputs {
+		if ref >= int32(k) {
+			return errorf("step %d reads step %d, which runs later", k, ref)
+		}
+		if ref >= 0 {
+			if err := b.materialize(int(ref)); err != nil {
+				return err
+			}
+		}
+	}
+	dt := st.DType
+	b.vals[k] = stepVal{seg: -1, inst: -1, mat: true, meta: dag.Meta{DType: dt, Shape: st.Shape}, defined: true}
+	b.items = append(b.items, item{seg: -1, step: int32(k), op: op})
+	return nil
+}
+
+// source returns the whole value a load reads.
+func (b *builder) source(ref int32) ([]float64, dag.Meta, error) {
+	if ref < 0 {
+		v := b.kc.Inputs[-ref-1]
+		m := b.metaOf(ref)
+		if want := m.Bytes(); int64(len(v.Data)) != want {
+			return nil, m, errorf("input %d has %d bytes, but its meta %s%v needs %d", -ref-1, len(v.Data), m.DType, m.Shape, want)
+		}
+		return dag.BytesAsFloat64s(v.Data), m, nil
+	}
+	v := &b.vals[ref]
+	if int64(len(v.full)) != elements(v.meta.Shape) {
+		return nil, v.meta, errorf("step %d produced %d elements; the plan declares shape %v", ref, len(v.full), v.meta.Shape)
+	}
+	return v.full, v.meta, nil
+}
+
+func (b *builder) run() error {
+	for i := range b.items {
+		it := &b.items[i]
+		var err error
+		if it.seg >= 0 {
+			err = b.runSegment(&b.segs[it.seg])
+		} else {
+			err = b.runOpaque(int(it.step), it.op)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runOpaque runs a step with its own kernel; its output goes to the subtask
+// output it is exported as, or to scratch memory.
+func (b *builder) runOpaque(k int, op dag.Kernel) error {
+	st := &b.steps[k]
+	ins := make([]dag.Value, len(st.Inputs))
+	for x, ref := range st.Inputs {
+		if ref >= int32(k) {
+			return errorf("step %d reads step %d, which runs later", k, ref)
+		}
+		if ref < 0 {
+			if int(-ref-1) >= len(b.kc.Inputs) {
+				return errorf("step %d reads input %d of %d", k, -ref-1, len(b.kc.Inputs))
+			}
+			ins[x] = b.kc.Inputs[-ref-1]
+			continue
+		}
+		v := &b.vals[ref]
+		if !v.mat {
+			return dag.Errorf(dag.KindInternal, "step %d reads step %d, which was not kept", k, ref)
+		}
+		data := v.raw
+		if data == nil {
+			data = dag.Float64sAsBytes(v.full)
+		}
+		ins[x] = dag.Value{Meta: v.meta, Data: data}
+	}
+	oa := &opaqueAlloc{b: b, k: k}
+	kc := dag.KernelCall{Ctx: b.kc.Ctx, Args: st.Args, Index: st.Index, Shape: st.Shape, DType: st.DType, Inputs: ins, Outputs: oa}
+	if err := op.Exec(&kc); err != nil {
+		return fmt.Errorf("step %d (%s): %w", k, op.Name(), err)
+	}
+	if !oa.done {
+		return dag.Errorf(dag.KindInternal, "step %d (%s) returned without allocating its output", k, op.Name())
+	}
+	return nil
+}
+
+// opaqueAlloc places an opaque step's output.
+type opaqueAlloc struct {
+	b    *builder
+	k    int
+	done bool
+}
+
+func (a *opaqueAlloc) Output(i int, m dag.Meta, n int) ([]byte, error) {
+	if i != 0 || a.done {
+		return nil, errorf("step %d asked for output %d; one output, once", a.k, i)
+	}
+	if n < 0 {
+		return nil, errorf("step %d asked for %d bytes", a.k, n)
+	}
+	st := &a.b.steps[a.k]
+	v := &a.b.vals[a.k]
+	if want := v.meta.Bytes(); v.meta.DType != dag.DTypeInvalid && int64(n) != want {
+		return nil, errorf("step %d asked for %d bytes; the plan declares %s%v (%d bytes)", a.k, n, v.meta.DType, v.meta.Shape, want)
+	}
+	if v.meta.DType == dag.DTypeInvalid {
+		v.meta.DType = m.DType
+	}
+	var buf []byte
+	if st.Output >= 0 {
+		var err error
+		if buf, err = a.b.kc.Output(int(st.Output), m, n); err != nil {
+			return nil, err
+		}
+	} else {
+		buf = dag.Float64sAsBytes(make([]float64, (n+7)/8))[:n]
+	}
+	a.done = true
+	v.raw = buf
+	if n%8 == 0 {
+		v.full = dag.BytesAsFloat64s(buf)
+	}
+	return buf, nil
+}
+
+// operands returns the instructions in reads (-1 for none).
+func (in *inst) operands() (a, b int32) {
+	switch {
+	case in.code >= opAdd && in.code <= opMin:
+		if in.form == formVV {
+			return in.a, in.b
+		}
+		return in.a, -1
+	case in.code == opReduce && in.pair != 0:
+		return in.a, in.b
+	case in.code >= opCopy: // copy, cast, unary, reduce
+		return in.a, -1
+	}
+	return -1, -1
+}
+
+// fuseReduce folds x∘y into the sum that is its only reader, for ∘ one of
+// + - ×: the sum then reads x and y and adds x[i]∘y[i] in the same loop,
+// skipping the block in between. The loop rounds x[i]∘y[i] to float64
+// before adding, exactly as the two-step form does, so the result is the
+// same bit for bit.
+func (s *segment) fuseReduce(users []int32) {
+	for i := range users {
+		users[i] = 0
+	}
+	for i := range s.insts {
+		a, b := s.insts[i].operands()
+		for _, o := range [2]int32{a, b} {
+			if o >= 0 {
+				users[o]++
+			}
+		}
+	}
+	for i := range s.insts {
+		r := &s.insts[i]
+		if r.code != opReduce || r.pair != 0 || r.red.kind != redSum || users[r.a] != 1 {
+			continue
+		}
+		if w := r.red.walk; w.stride[len(w.dims)-1] != 0 {
+			continue // partial results along the inner dimension: the accumulate path
+		}
+		x := &s.insts[r.a]
+		if x.hasFull || x.form != formVV || x.code != opAdd && x.code != opSub && x.code != opMul {
+			continue
+		}
+		x.skip = true
+		r.pair, r.a, r.b = x.code, x.a, x.b
+	}
+}
+
+// finish assigns scratch slots to a segment's instructions: a slot is reused
+// once its last reader has run, so a chain works in place.
+func (s *segment) finish(lastUse []int32, free []int32) {
+	s.fuseReduce(lastUse)
+	for i := range lastUse {
+		lastUse[i] = -1
+	}
+	for i := range s.insts {
+		a, b := s.insts[i].operands()
+		for _, o := range [2]int32{a, b} {
+			if o >= 0 {
+				lastUse[o] = int32(i)
+			}
+		}
+	}
+	s.nbuf = 0
+	for i := range s.insts {
+		in := &s.insts[i]
+		// Release operands read for the last time here: the result may
+		// reuse their slot (the loops allow dst to alias an operand).
+		a, b := in.operands()
+		for _, o := range [2]int32{a, b} {
+			if o < 0 || lastUse[o] != int32(i) {
+				continue
+			}
+			lastUse[o] = -2 // released (also when a == b)
+			if buf := s.insts[o].buf; buf >= 0 {
+				free = append(free, buf)
+			}
+		}
+		if !in.needsBuf() {
+			continue
+		}
+		if n := len(free); n > 0 {
+			in.buf, free = free[n-1], free[:n-1]
+		} else {
+			in.buf = int32(s.nbuf)
+			s.nbuf++
+		}
+		if lastUse[i] == -1 { // never read: its slot is free again at once
+			free = append(free, in.buf)
+		}
+	}
+}
+
+func (in *inst) needsBuf() bool {
+	switch {
+	case in.hasFull, in.skip, in.code == opReduce, in.code == opView:
+		return false
+	case in.code == opLoad:
+		return in.walk != nil || in.srcDT != in.dt
+	}
+	return true
+}
+
+var blockPool = sync.Pool{New: func() any { return new([]float64) }}
+
+func (b *builder) runSegment(s *segment) error {
+	var lu [32]int32
+	lastUse := lu[:0]
+	if len(s.insts) <= len(lu) {
+		lastUse = lu[:len(s.insts)]
+	} else {
+		lastUse = make([]int32, len(s.insts))
+	}
+	var fr [32]int32
+	s.finish(lastUse, fr[:0])
+	for i := range s.insts {
+		in := &s.insts[i]
+		if in.code != opLoad {
+			continue
+		}
+		src, m, err := b.source(in.ref)
+		if err != nil {
+			return err
+		}
+		if in.walk == nil && int64(len(src)) != s.n || in.walk != nil && int64(len(src)) != elements(m.Shape) {
+			return errorf("input of %d elements read as shape %v", len(src), s.shape)
+		}
+		in.src = src
+		if in.walk != nil {
+			in.walk.reset()
+		}
+	}
+	bp := blockPool.Get().(*[]float64)
+	defer blockPool.Put(bp)
+	if need := s.nbuf * blockLen; cap(*bp) < need {
+		*bp = make([]float64, need)
+	}
+	bufs := (*bp)[:s.nbuf*blockLen]
+	var vs [32][]float64
+	vals := vs[:0]
+	if len(s.insts) <= len(vs) {
+		vals = vs[:len(s.insts)]
+	} else {
+		vals = make([][]float64, len(s.insts))
+	}
+	blocks := 0
+	for lo := int64(0); lo < s.n; lo += blockLen {
+		hi := min(lo+blockLen, s.n)
+		n := int(hi - lo)
+		for i := range s.insts {
+			in := &s.insts[i]
+			if in.skip {
+				continue
+			}
+			var d []float64
+			switch {
+			case in.hasFull:
+				d = in.full[lo:hi]
+			case in.buf >= 0:
+				d = bufs[int(in.buf)*blockLen : int(in.buf)*blockLen+n]
+			}
+			vals[i] = in.exec(d, vals, lo, hi)
+		}
+		blocks++
+		if blocks%checkEvery == 0 {
+			if err := b.kc.Interrupted(); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range s.insts {
+		if in := &s.insts[i]; in.red != nil {
+			in.red.finish()
+		}
+	}
+	return nil
+}
+
+// exec computes one block [lo, hi) of the instruction into d (its slot or
+// its whole destination) and returns the block it produced.
+func (in *inst) exec(d []float64, vals [][]float64, lo, hi int64) []float64 {
+	isInt := in.dt == dag.Int64
+	switch in.code {
+	case opLoad:
+		if in.walk == nil {
+			if in.srcDT == in.dt {
+				return in.src[lo:hi]
+			}
+			convert(d, in.src[lo:hi], in.dt)
+			return d
+		}
+		in.walk.gather(d, in.src)
+		if in.srcDT != in.dt {
+			convert(d, d, in.dt)
+		}
+		return d
+	case opFill:
+		if isInt {
+			fill(asI64(d), in.i)
+		} else {
+			fill(d, in.f)
+		}
+	case opRand:
+		r := &in.rng
+		for i := range d {
+			d[i] = float64(r.Uint64()<<11>>11) / (1 << 53)
+		}
+	case opArange:
+		base := in.off + lo
+		if isInt {
+			di := asI64(d)
+			for i := range di {
+				di[i] = in.i + (base+int64(i))*in.i2
+			}
+		} else {
+			for i := range d {
+				// The conversion keeps the compiler from fusing this into
+				// an FMA, so every build computes start + i*step alike.
+				d[i] = in.f + float64(float64(base+int64(i))*in.f2)
+			}
+		}
+	case opView:
+		return in.full[lo:hi]
+	case opCopy:
+		copy(d, vals[in.a])
+	case opCast:
+		convert(d, vals[in.a], in.dt)
+	case opReduce:
+		if in.pair != 0 {
+			in.red.block2(in.pair, vals[in.a], vals[in.b])
+			return nil
+		}
+		in.red.block(vals[in.a])
+		return nil
+	default:
+		if isInt {
+			in.execInt(asI64(d), vals)
+		} else {
+			in.execFloat(d, vals)
+		}
+	}
+	return d
+}
+
+// convert writes src converted to dt into d; src has the other dtype.
+func convert(d, src []float64, dt dag.DType) {
+	if dt == dag.Float64 {
+		castIF(d, asI64(src))
+	} else {
+		castFI(asI64(d), src)
+	}
+}
+
+func (in *inst) execFloat(d []float64, vals [][]float64) {
+	a := vals[in.a]
+	var b []float64
+	if in.form == formVV && in.code >= opAdd {
+		b = vals[in.b]
+	}
+	s := in.f
+	switch in.code {
+	case opNeg:
+		neg(d, a)
+	case opAbs:
+		absF(d, a)
+	case opExp:
+		expF(d, a)
+	case opLog:
+		logF(d, a)
+	case opSqrt:
+		sqrtF(d, a)
+	case opAdd:
+		if b != nil {
+			addVV(d, a, b)
+		} else {
+			addVS(d, a, s) // x+s == s+x exactly
+		}
+	case opSub:
+		switch in.form {
+		case formVV:
+			subVV(d, a, b)
+		case formVS:
+			subVS(d, a, s)
+		default:
+			subSV(d, s, a)
+		}
+	case opMul:
+		if b != nil {
+			mulVV(d, a, b)
+		} else {
+			mulVS(d, a, s)
+		}
+	case opDiv:
+		switch in.form {
+		case formVV:
+			divVV(d, a, b)
+		case formVS:
+			divVS(d, a, s)
+		default:
+			divSV(d, s, a)
+		}
+	case opPow:
+		switch in.form {
+		case formVV:
+			powVV(d, a, b)
+		case formVS:
+			powVS(d, a, s)
+		default:
+			powSV(d, s, a)
+		}
+	case opMax:
+		if b != nil {
+			maxVV(d, a, b)
+		} else {
+			maxVS(d, a, s)
+		}
+	case opMin:
+		if b != nil {
+			minVV(d, a, b)
+		} else {
+			minVS(d, a, s)
+		}
+	}
+}
+
+func (in *inst) execInt(d []int64, vals [][]float64) {
+	a := asI64(vals[in.a])
+	var b []int64
+	if in.form == formVV && in.code >= opAdd {
+		b = asI64(vals[in.b])
+	}
+	s := in.i
+	switch in.code {
+	case opNeg:
+		neg(d, a)
+	case opAbs:
+		absI(d, a)
+	case opAdd:
+		if b != nil {
+			addVV(d, a, b)
+		} else {
+			addVS(d, a, s)
+		}
+	case opSub:
+		switch in.form {
+		case formVV:
+			subVV(d, a, b)
+		case formVS:
+			subVS(d, a, s)
+		default:
+			subSV(d, s, a)
+		}
+	case opMul:
+		if b != nil {
+			mulVV(d, a, b)
+		} else {
+			mulVS(d, a, s)
+		}
+	case opMax:
+		if b != nil {
+			maxVV(d, a, b)
+		} else {
+			maxVS(d, a, s)
+		}
+	case opMin:
+		if b != nil {
+			minVV(d, a, b)
+		} else {
+			minVS(d, a, s)
+		}
+	}
+}
+
+// int64s returns n zeroed int64s from the builder's arena.
+func (b *builder) int64s(n int) []int64 {
+	if len(b.i64)+n > cap(b.i64) {
+		b.i64 = make([]int64, 0, max(2*cap(b.i64), n, 64)) // earlier slices keep the old array
+	}
+	k := len(b.i64)
+	b.i64 = b.i64[:k+n]
+	s := b.i64[k : k+n : k+n]
+	clear(s)
+	return s
+}
+
+// boolMask returns n false bools from the builder's arena.
+func (b *builder) boolMask(n int) []bool {
+	if len(b.bools)+n > cap(b.bools) {
+		b.bools = make([]bool, 0, max(2*cap(b.bools), n, 64))
+	}
+	k := len(b.bools)
+	b.bools = b.bools[:k+n]
+	s := b.bools[k : k+n : k+n]
+	clear(s)
+	return s
+}
+
+// leafStrides returns, for each dimension of shape to, the step in a
+// row-major array of shape s (broadcast to to) between neighbours along it:
+// 0 where s is broadcast.
+func (b *builder) leafStrides(s, to []int64) []int64 {
+	st := b.int64s(len(to))
+	acc := int64(1)
+	for d := len(to) - 1; d >= 0; d-- {
+		k := d - (len(to) - len(s))
+		if k < 0 || s[k] == 1 {
+			continue
+		}
+		st[d] = acc
+		acc *= s[k]
+	}
+	return st
+}
+
+// walker maps the row-major positions of an array of shape dims to offsets
+// in another array (given by stride per dimension, 0 for broadcast or
+// reduced dimensions), one run of the innermost dimension at a time. It
+// keeps its place between calls, so a segment feeds it block after block.
+type walker struct {
+	dims   []int64 // collapsed: size-1 dimensions dropped, mergeable neighbours merged
+	stride []int64
+	idx    []int64 // position in the outer dimensions
+	base   int64   // offset of the current inner run's start
+	pos    int64   // position within the inner run
+}
+
+func (b *builder) newWalker(shape, stride []int64) *walker {
+	if len(b.walkers) == cap(b.walkers) {
+		b.walkers = make([]walker, 0, max(4, 2*cap(b.walkers))) // earlier pointers keep the old array
+	}
+	b.walkers = b.walkers[:len(b.walkers)+1]
+	w := &b.walkers[len(b.walkers)-1]
+	n := max(len(shape), 1)
+	*w = walker{dims: b.int64s(n)[:0], stride: b.int64s(n)[:0], idx: b.int64s(n)}
+	for d, n := range shape {
+		if n == 1 {
+			continue
+		}
+		if k := len(w.dims) - 1; k >= 0 && w.stride[k] == n*stride[d] {
+			w.dims[k] *= n
+			w.stride[k] = stride[d]
+			continue
+		}
+		w.dims = append(w.dims, n)
+		w.stride = append(w.stride, stride[d])
+	}
+	if len(w.dims) == 0 {
+		w.dims, w.stride = append(w.dims, 1), append(w.stride, 0)
+	}
+	w.idx = w.idx[:len(w.dims)]
+	return w
+}
+
+func (w *walker) reset() {
+	for i := range w.idx {
+		w.idx[i] = 0
+	}
+	w.base, w.pos = 0, 0
+}
+
+// nextRun moves to the start of the next inner run.
+func (w *walker) nextRun() {
+	w.pos = 0
+	for d := len(w.dims) - 2; d >= 0; d-- {
+		w.idx[d]++
+		w.base += w.stride[d]
+		if w.idx[d] < w.dims[d] {
+			return
+		}
+		w.base -= w.idx[d] * w.stride[d]
+		w.idx[d] = 0
+	}
+}
+
+// gather fills d with the next len(d) elements of src read through w.
+func (w *walker) gather(d, src []float64) {
+	last := len(w.dims) - 1
+	inner, st := w.dims[last], w.stride[last]
+	for i := 0; i < len(d); {
+		take := min(inner-w.pos, int64(len(d)-i))
+		run := d[i : i+int(take)]
+		switch st {
+		case 0:
+			fill(run, src[w.base])
+		case 1:
+			copy(run, src[w.base+w.pos:])
+		default:
+			o := w.base + w.pos*st
+			for j := range run {
+				run[j] = src[o]
+				o += st
+			}
+		}
+		i += int(take)
+		w.pos += take
+		if w.pos == inner {
+			w.nextRun()
+		}
+	}
+}
