@@ -82,6 +82,21 @@ type Command struct {
 	Body      Body
 }
 
+// Validate checks what can be checked without the state: a body, a
+// non-zero request ID and the body's own fields (a zero task ID, N = 0, a
+// time out of range). It is a dag.KindInvalidArgument error naming the
+// problem. The state machine checks again; Validate lets a head refuse a
+// hopeless command before it travels to the leader.
+func (c Command) Validate() error {
+	if c.Body == nil {
+		return invalid("command %s has no body", c.RequestID)
+	}
+	if c.RequestID.IsZero() {
+		return invalid("%s command: zero request ID; pick 16 random bytes (NewRequestID) and reuse them when retrying", c.Body.Type())
+	}
+	return c.Body.validate()
+}
+
 // AllocTask allocates the next task ID. Result.Task holds it.
 type AllocTask struct{}
 
@@ -113,6 +128,10 @@ type SubmitJob struct {
 type BeginStage struct {
 	Task dag.TaskID `cbor:"1,keyasint"`
 	N    uint64     `cbor:"2,keyasint"`
+	// Metas is what lowering was fed (the computed metas of earlier stages'
+	// objects) before it lowered this stage, as opaque CBOR: a new leader
+	// feeds the same to lower the stage to the same subtasks.
+	Metas []byte `cbor:"3,keyasint,omitempty"`
 }
 
 // SetJobStatus moves a job forward. Error and Results are stored as given;
@@ -195,8 +214,17 @@ func (c BeginStage) validate() error {
 	if c.Task == 0 {
 		return invalid("begin stage: task 0 is not a task ID; pass the ID SubmitJob returned")
 	}
+	if c.N == 0 {
+		return nil // a stage may be empty (its data-dependent tiling made no subtasks)
+	}
+	if len(c.Metas) > maxStageMetas {
+		return invalid("begin stage: %d bytes of metas is more than %d", len(c.Metas), maxStageMetas)
+	}
 	return validateCount("begin stage", c.N)
 }
+
+// maxStageMetas bounds the metas recorded with a stage.
+const maxStageMetas = 16 << 20
 
 func (c SetJobStatus) validate() error {
 	switch {

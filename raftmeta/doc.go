@@ -29,6 +29,9 @@
 // invalid command gets an error Result (kinds InvalidArgument, NotFound,
 // ResourceExhausted, Cancelled) and leaves the state unchanged.
 //
+// Node.Backup writes the state as a snapshot and Node.Restore installs one
+// on every head (disaster recovery; the snapshot is checked in full first).
+//
 // raftmeta does not own networking between heads (Open takes a
 // raft.StreamLayer; NewStreamLayer adapts the head's authenticated listener
 // and dialer) nor request forwarding: a write on a follower returns a

@@ -271,7 +271,7 @@ func (s *state) beginStage(c BeginStage) (Result, error) {
 	// n <= MaxSubtaskIndex was validated, so a fresh stage always has room.
 	id, _ := q.allocStage(c.Task)
 	q.next[id-1] = 1 + c.N
-	st := Stage{ID: id, Base: 1, Count: c.N}
+	st := Stage{ID: id, Base: 1, Count: c.N, Metas: c.Metas}
 	j.Stages = append(j.Stages, st)
 	return Result{Task: c.Task, Stage: id, Base: st.Base, Count: st.Count}, nil
 }

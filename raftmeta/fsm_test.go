@@ -160,12 +160,20 @@ func TestFSMSequences(t *testing.T) {
 	if s2.Stage != 2 || s2.Base != 1 || s2.Count != 1 {
 		t.Fatalf("second BeginStage = %+v, want stage 2 [1,2)", s2)
 	}
+	// A data-dependent stage may be empty; it still takes a stage ID and
+	// records the metas lowering was fed, for replay after a failover.
+	if e := h.do(BeginStage{Task: job, N: 0, Metas: []byte{0x80}}); e.Stage != 3 || e.Count != 0 {
+		t.Fatalf("empty BeginStage = %+v", e)
+	}
+	if rec, _ := h.f.Job(job); len(rec.Stages) != 3 || len(rec.Stages[2].Metas) != 1 {
+		t.Fatalf("stages recorded %+v", rec.Stages)
+	}
 	j, ok := h.f.Job(job)
 	if !ok {
 		t.Fatal("job 4 not found after SubmitJob")
 	}
 	want := Job{Task: 4, Graph: []byte{0xa0}, Options: []byte{0xf6}, Status: JobSubmitted,
-		Stages: []Stage{{1, 1, 100}, {2, 1, 1}}}
+		Stages: []Stage{{ID: 1, Base: 1, Count: 100}, {ID: 2, Base: 1, Count: 1}, {ID: 3, Base: 1, Metas: []byte{0x80}}}}
 	if !j.Submitted.Equal(t0) {
 		t.Fatalf("Submitted = %v, want %v", j.Submitted, t0)
 	}
@@ -207,7 +215,6 @@ func TestFSMRefusesInvalid(t *testing.T) {
 		{"empty graph", SubmitJob{}, dag.KindInvalidArgument},
 		{"begin stage without job", BeginStage{Task: 1, N: 1}, dag.KindNotFound},
 		{"begin stage of unknown task", BeginStage{Task: 77, N: 1}, dag.KindNotFound},
-		{"begin stage with N 0", BeginStage{Task: running, N: 0}, dag.KindInvalidArgument},
 		{"status of unknown job", SetJobStatus{Task: 77, Status: JobRunning}, dag.KindNotFound},
 		{"status of task without job", SetJobStatus{Task: 1, Status: JobRunning}, dag.KindNotFound},
 		{"status back to submitted", SetJobStatus{Task: running, Status: JobSubmitted}, dag.KindInvalidArgument},

@@ -53,10 +53,13 @@ func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 
 // routine demotes raft messages that are warnings in general but expected
 // in phobos's normal life, so a quiet (warn-level) head stays quiet: the
-// first election of a fresh cluster (no previous leader) and the listener
-// closing at shutdown.
+// first election of a fresh cluster (no previous leader), the listener
+// closing at shutdown, and a restarted or newly joined follower being
+// brought up to date (its log is behind: the leader sends older entries).
 func routine(l slog.Level, msg string, args []any) slog.Level {
 	switch msg {
+	case "failed to get previous log", "appendEntries rejected, sending older logs":
+		return min(l, slog.LevelInfo)
 	case "heartbeat timeout reached, starting election":
 		for i := 0; i+1 < len(args); i += 2 {
 			if args[i] == "last-leader-id" && fmt.Sprint(args[i+1]) == "" {

@@ -126,6 +126,8 @@ func (c Config) withDefaults() Config {
 type Node struct {
 	id, addr string
 	log      *slog.Logger
+	fresh    bool // DataDir held no Raft state at Open
+	window   int  // the FSM's dedupe window, for Restore's check
 
 	raft  *raft.Raft
 	fsm   *FSM
@@ -258,6 +260,8 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 		return nil, fmt.Errorf("raftmeta: open %s: start raft: %w", cfg.ID, err)
 	}
 	n.raft = r
+	n.fresh = !has
+	n.window = cfg.DedupeWindow
 	go n.fanOut()
 	n.log.Debug("raftmeta: node open", "id", cfg.ID, "addr", addr, "dir", cfg.DataDir, "existing_state", has)
 	return n, nil
@@ -482,9 +486,9 @@ func (n *Node) SubmitJob(ctx context.Context, req RequestID, graph, options []by
 
 // BeginStage allocates the next stage of task's job with count subtask
 // indexes and appends it to the job record, in one Raft entry.
-func (n *Node) BeginStage(ctx context.Context, req RequestID, task dag.TaskID, count uint64) (Stage, error) {
-	r, err := n.Apply(ctx, Command{RequestID: req, Body: BeginStage{Task: task, N: count}})
-	return Stage{ID: r.Stage, Base: r.Base, Count: r.Count}, err
+func (n *Node) BeginStage(ctx context.Context, req RequestID, task dag.TaskID, count uint64, metas []byte) (Stage, error) {
+	r, err := n.Apply(ctx, Command{RequestID: req, Body: BeginStage{Task: task, N: count, Metas: metas}})
+	return Stage{ID: r.Stage, Base: r.Base, Count: r.Count, Metas: metas}, err
 }
 
 // SetJobStatus moves a job forward (see JobStatus).
@@ -530,6 +534,18 @@ func (n *Node) Barrier(ctx context.Context) error {
 	}
 	return n.wait(ctx, n.raft.Barrier(timeout(ctx)), "barrier", "retry")
 }
+
+// Fresh reports whether DataDir held no Raft state when Open ran: a head
+// that starts fresh without a Bootstrap list must be added by the cluster
+// (AddVoter) before it takes part, and a head whose ID the cluster already
+// knows has lost its data and must be removed and added again.
+func (n *Node) Fresh() bool { return n.fresh }
+
+// ID returns this head's Raft server ID.
+func (n *Node) ID() string { return n.id }
+
+// Addr returns the address peers dial to reach this head.
+func (n *Node) Addr() string { return n.addr }
 
 // IsLeader reports whether this head is the leader right now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

@@ -195,26 +195,34 @@ func ctxT(t testing.TB) context.Context {
 // same request ID across leader changes, as a head would.
 func (c *cluster) allocRetry(req RequestID) dag.TaskID {
 	c.t.Helper()
-	var task dag.TaskID
-	waitFor(c.t, 15*time.Second, "an allocation to succeed", func() bool {
+	return c.applyRetry(Command{RequestID: req, Body: AllocTask{}}).Task
+}
+
+// applyRetry applies cmd at whichever head leads, retrying with the same
+// request ID across leader changes (a loaded machine can lose a leader
+// mid-test), as a head would.
+func (c *cluster) applyRetry(cmd Command) Result {
+	c.t.Helper()
+	var res Result
+	waitFor(c.t, 15*time.Second, "a write to succeed", func() bool {
 		for _, n := range c.up() {
 			if !n.IsLeader() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			t, err := n.AllocTask(ctx, req)
+			r, err := n.Apply(ctx, cmd)
 			cancel()
 			if err == nil {
-				task = t
+				res = r
 				return true
 			}
 			if k := dag.KindOf(err); k != dag.KindNotLeader && k != dag.KindUnavailable && k != dag.KindDeadlineExceeded {
-				c.t.Fatalf("alloc: %v", err)
+				c.t.Fatalf("%s: %v", cmd.Body.Type(), err)
 			}
 		}
 		return false
 	})
-	return task
+	return res
 }
 
 func TestSingleNode(t *testing.T) {
@@ -242,8 +250,8 @@ func TestSingleNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := l.BeginStage(ctx, NewRequestID(), task, 8)
-	if err != nil || st != (Stage{ID: 1, Base: 1, Count: 8}) {
+	st, err := l.BeginStage(ctx, NewRequestID(), task, 8, nil)
+	if err != nil || st.ID != 1 || st.Base != 1 || st.Count != 8 {
 		t.Fatalf("BeginStage = %+v, %v", st, err)
 	}
 	if base, err := l.AllocSubtasks(ctx, NewRequestID(), task, 1, 2); err != nil || base != 9 {
@@ -609,18 +617,13 @@ func TestSnapshotRestoreOnRestart(t *testing.T) {
 		cfg.TrailingLogs = 8
 	})
 	l := c.leader()
-	ctx := ctxT(t)
 	lagging := c.followers(l)[0].id
 	c.stop(lagging)
 	for i := range 200 {
-		task, err := l.SubmitJob(ctx, NewRequestID(), []byte{byte(i)}, nil, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.BeginStage(ctx, NewRequestID(), task, uint64(i+1)); err != nil {
-			t.Fatal(err)
-		}
+		task := c.applyRetry(Command{RequestID: NewRequestID(), Body: SubmitJob{Graph: []byte{byte(i)}, Time: t0}}).Task
+		c.applyRetry(Command{RequestID: NewRequestID(), Body: BeginStage{Task: task, N: uint64(i + 1)}})
 	}
+	l = c.leader()
 	waitFor(t, 10*time.Second, "the leader to snapshot and compact its log", func() bool {
 		first, err := l.store.FirstIndex()
 		return err == nil && first > 1
@@ -641,10 +644,8 @@ func TestSnapshotRestoreOnRestart(t *testing.T) {
 	waitFor(t, 10*time.Second, "the restarted head to restore", func() bool {
 		return string(stateBytes(t, n.fsm)) == string(want)
 	})
-	l = c.leader()
-	got, err := l.AllocTask(ctx, NewRequestID())
-	if err != nil || got != 201 {
-		t.Fatalf("AllocTask after restore = %d, %v; want 201", got, err)
+	if got := c.allocRetry(NewRequestID()); got != 201 {
+		t.Fatalf("AllocTask after restore = %d; want 201", got)
 	}
 }
 

@@ -62,6 +62,8 @@ type Stage struct {
 	ID    dag.StageID `cbor:"1,keyasint"`
 	Base  uint64      `cbor:"2,keyasint"`
 	Count uint64      `cbor:"3,keyasint"`
+	// Metas is what lowering was fed before this stage (see BeginStage).
+	Metas []byte `cbor:"4,keyasint,omitempty"`
 }
 
 // Job is the replicated record of one submitted job. Graph and Options are

@@ -14,7 +14,7 @@ import (
 )
 
 func runHead(ctx context.Context, args []string) error {
-	fs := newFlagSet("head", "--id ID --data-dir DIR --token-file F [--listen ADDR] [--peers ID=ADDR,...]")
+	fs := newFlagSet("head", "--id ID --data-dir DIR --token-file F [--listen ADDR] [--peers ID=ADDR,... | --join ADDR,...]")
 	var lf logFlags
 	lf.register(fs)
 	id := fs.String("id", "", "this head's stable Raft ID (required)")
@@ -22,12 +22,17 @@ func runHead(ctx context.Context, args []string) error {
 	advertise := fs.String("advertise", "", "address others dial (default: the listen address)")
 	dataDir := fs.String("data-dir", "", "directory for the Raft log and snapshots (required)")
 	peers := fs.String("peers", "", "initial voters as ID=ADDR,... (identical on every head of a new cluster; default: this head alone)")
+	join := fs.String("join", "", "addresses of heads of a running cluster, comma-separated: ask them to add this head as a voter (instead of --peers)")
 	tokenFile := fs.String("token-file", "", "file holding the cluster token (required)")
 	d := raftmeta.DefaultConfig()
-	hb := fs.Duration("raft-heartbeat", d.HeartbeatTimeout, "Raft heartbeat timeout (LAN default; 100ms suits loopback)")
-	el := fs.Duration("raft-election", d.ElectionTimeout, "Raft election timeout")
-	lease := fs.Duration("raft-lease", d.LeaderLeaseTimeout, "Raft leader lease timeout (at most the heartbeat timeout)")
+	hb := fs.Duration("raft-heartbeat", d.HeartbeatTimeout, "Raft heartbeat timeout: a follower that hears nothing this long starts an election (LAN default; 100ms suits loopback)")
+	el := fs.Duration("raft-election", d.ElectionTimeout, "Raft election timeout (LAN default; 100ms suits loopback)")
+	lease := fs.Duration("raft-lease", d.LeaderLeaseTimeout, "Raft leader lease timeout, at most the heartbeat timeout (50ms suits loopback)")
+	commit := fs.Duration("raft-commit-timeout", d.CommitTimeout, "longest delay before followers learn the commit index when the leader is idle")
+	maxAppend := fs.Int("raft-max-append-entries", d.MaxAppendEntries, "most log entries per replication message and per state-machine batch (at most 1024)")
 	snap := fs.Uint64("raft-snapshot-threshold", d.SnapshotThreshold, "log entries between snapshots")
+	snapEvery := fs.Duration("raft-snapshot-interval", d.SnapshotInterval, "how often to check whether a snapshot is due")
+	trailing := fs.Uint64("raft-trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, so a lagging follower needs no snapshot")
 	rayletTimeout := fs.Duration("raylet-timeout", 5*time.Second, "a raylet silent this long is lost and its work runs elsewhere")
 	resultTTL := fs.Duration("result-ttl", time.Hour, "how long results stay after a job ends unless the driver releases them")
 	retries := fs.Int("retries", 3, "default re-runs of a failed subtask before its job fails")
@@ -38,6 +43,12 @@ func runHead(ctx context.Context, args []string) error {
 	}
 	if *id == "" || *dataDir == "" {
 		return usagef("--id and --data-dir are required")
+	}
+	if *peers != "" && *join != "" {
+		return usagef("--peers bootstraps a new cluster and --join joins a running one; give one of them")
+	}
+	if *maxAppend < 1 || *maxAppend > 1024 {
+		return usagef("--raft-max-append-entries %d: want 1 to 1024", *maxAppend)
 	}
 	log, err := lf.logger()
 	if err != nil {
@@ -51,10 +62,17 @@ func runHead(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var joinAddrs []string
+	for _, a := range strings.Split(*join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			joinAddrs = append(joinAddrs, a)
+		}
+	}
 	rc := d
-	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.SnapshotThreshold = *hb, *el, *lease, *snap
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = *hb, *el, *lease, *commit
+	rc.MaxAppendEntries, rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *maxAppend, *snap, *snapEvery, *trailing
 	s, err := head.Start(head.Config{
-		ID: *id, Listen: *listen, Advertise: *advertise, DataDir: *dataDir, Peers: servers, Token: token,
+		ID: *id, Listen: *listen, Advertise: *advertise, DataDir: *dataDir, Peers: servers, Join: joinAddrs, Token: token,
 		Raft: rc, RayletTimeout: *rayletTimeout, ResultTTL: *resultTTL, Retries: *retries, Logger: log,
 		Transport: transport.Config{MaxFrameSize: int(maxFrame)},
 	})
@@ -62,6 +80,13 @@ func runHead(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("head running", "id", *id, "addr", s.Addr())
+	if len(joinAddrs) > 0 {
+		// Join until a head answers; a refusal retrying cannot fix ends the process.
+		if err := s.Join(ctx); err != nil && ctx.Err() == nil {
+			s.Close()
+			return err
+		}
+	}
 	<-ctx.Done()
 	return s.Close()
 }

@@ -31,11 +31,12 @@ var commands = []command{
 	{"up", "run a local cluster of heads and raylets as child processes", runUp},
 	{"demo", "run the seed example (a+b).sum() on an embedded or running cluster", runDemo},
 	{"status", "show a cluster's heads and raylets", runStatus},
+	{"plan", "explain how a graph file lowers into subtasks, without running it", runPlan},
+	{"submit", "run a graph file on an embedded or running cluster and print its results", runSubmit},
+	{"raft", "list the heads (Raft voters) or remove one: raft list-peers | remove-peer", runRaft},
 	{"jobs", "list a cluster's jobs", runJobs},
 	{"cancel", "cancel a running job", runCancel},
 	{"bench", "measure subtask throughput on an embedded or running cluster", runBench},
-	{"plan", "explain how a graph file lowers into subtasks, without running it", runPlan},
-	{"submit", "run a graph file on an embedded or running cluster and print its results", runSubmit},
 }
 
 func main() {

@@ -5,55 +5,47 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/phobos-project/phobos/runtime/wire"
-	"github.com/phobos-project/phobos/transport"
 )
 
+// statusJSON is the one object `phobos status --json` prints.
+type statusJSON struct {
+	Leader  string            `json:"leader"`
+	Term    uint64            `json:"term"`
+	Heads   []wire.HeadInfo   `json:"heads"`
+	Raylets []wire.RayletInfo `json:"raylets"`
+}
+
 func runStatus(ctx context.Context, args []string) error {
-	fs := newFlagSet("status", "--connect ADDR --token-file F [--json]")
+	fs := newFlagSet("status", "--connect ADDR[,ADDR...] --token-file F [--json]")
 	var lf logFlags
 	lf.register(fs)
-	connect := fs.String("connect", "127.0.0.1:7070", "address of any head")
+	connect := fs.String("connect", "127.0.0.1:7070", "addresses of any heads, comma-separated (the first that answers is asked; a follower answers too)")
 	tokenFile := fs.String("token-file", "", "cluster token file (required)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	headTimeout := fs.Duration("head-timeout", time.Second, "how long the asked head waits for each other head before listing it unreachable")
 	if err := parse(fs, args); err != nil {
-		return err
-	}
-	log, err := lf.logger()
-	if err != nil {
-		return err
-	}
-	token, err := readToken(*tokenFile)
-	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	// Ask the named head itself, whatever its role: status must work on a
-	// follower and while there is no leader.
-	addr := strings.Split(*connect, ",")[0]
-	s, err := transport.Dial(ctx, addr, transport.Config{Token: token, NodeID: "status", Logger: log})
+	// follower and while there is no leader. That head asks every other.
+	s, err := dialCLI(ctx, &lf, *tokenFile, *connect, "status")
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	s.Serve(nopHandler{})
 	var st wire.ClusterStatus
-	if err := s.Call(ctx, wire.MethodClusterStatus, struct{}{}, &st); err != nil {
-		return err
+	if err := s.Call(ctx, wire.MethodClusterStatus, wire.ClusterStatusRequest{Timeout: *headTimeout}, &st); err != nil {
+		return fmt.Errorf("ask head %s for the cluster status: %w", s.RemoteID(), err)
 	}
 	if *asJSON {
-		out := struct {
-			Leader  string            `json:"leader"`
-			Term    uint64            `json:"term"`
-			Heads   []wire.HeadInfo   `json:"heads"`
-			Raylets []wire.RayletInfo `json:"raylets"`
-		}{st.Leader, st.Term, st.Heads, st.Raylets}
+		out := statusJSON{st.Leader, st.Term, st.Heads, st.Raylets}
 		if out.Heads == nil {
 			out.Heads = []wire.HeadInfo{}
 		}
@@ -62,15 +54,10 @@ func runStatus(ctx context.Context, args []string) error {
 		}
 		return json.NewEncoder(os.Stdout).Encode(out)
 	}
-	fmt.Printf("leader %s, term %d\n\n", orNone(st.Leader), st.Term)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HEAD\tADDR\tROLE\tCOMMIT INDEX")
-	for _, h := range st.Heads {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", h.ID, h.Addr, h.Role, h.CommitIndex)
-	}
-	tw.Flush()
+	fmt.Printf("leader %s, term %d (asked %s)\n\n", orNone(st.Leader), st.Term, s.RemoteID())
+	printHeads(st)
 	fmt.Println()
-	tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RAYLET\tADDR\tSTATE\tSLOTS\tSTORE USED\tSPILLED")
 	for _, r := range st.Raylets {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s / %s\t%d (%s)\n", r.ID, r.Addr, r.State, r.Slots, formatBytes(r.Store.Used), formatBytes(r.Store.Capacity), r.Store.Spilled, formatBytes(r.Store.SpilledBytes))

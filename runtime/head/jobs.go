@@ -264,7 +264,7 @@ func (s *Server) startJob(ctx context.Context, task dag.TaskID, tiled *lowering.
 		var st raftmeta.Stage
 		err := retry(ctx, func(ctx context.Context) error {
 			var err error
-			st, err = s.node.BeginStage(ctx, req, task, uint64(n))
+			st, err = s.node.BeginStage(ctx, req, task, uint64(n), nil)
 			return err
 		})
 		return st.ID, st.Base, err

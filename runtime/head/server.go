@@ -31,6 +31,9 @@ type Config struct {
 	// cluster (this head included). Empty means a single-head cluster on
 	// first start, or the existing configuration on restart.
 	Peers []raftmeta.Server
+	// Join, instead of Peers, names heads of a running cluster: the head
+	// starts without bootstrapping and Server.Join asks them to add it.
+	Join []string
 	// Token is the cluster token. Required.
 	Token []byte
 	// Raft carries Raft timings and limits; ID, Addr, DataDir, Bootstrap and
@@ -75,6 +78,8 @@ type Server struct {
 	jobDone  map[dag.TaskID]chan struct{}
 	starting map[dag.TaskID]chan struct{}
 	jobMeta  map[dag.TaskID]*jobMeta
+
+	meta metaState // forwarding and membership (meta_forward.go)
 }
 
 type rayletConn struct {
@@ -136,7 +141,7 @@ func Start(cfg Config) (*Server, error) {
 	rcfg := cfg.Raft
 	rcfg.ID, rcfg.Addr, rcfg.DataDir, rcfg.Logger = cfg.ID, addr, cfg.DataDir, log
 	rcfg.Bootstrap = cfg.Peers
-	if len(rcfg.Bootstrap) == 0 {
+	if len(rcfg.Bootstrap) == 0 && len(cfg.Join) == 0 {
 		rcfg.Bootstrap = []raftmeta.Server{{ID: cfg.ID, Addr: addr}}
 	}
 	layer := raftmeta.NewStreamLayer(ln.RaftListener(), func(ctx context.Context, a string) (net.Conn, error) {
@@ -156,6 +161,7 @@ func Start(cfg Config) (*Server, error) {
 		starting: map[dag.TaskID]chan struct{}{},
 		jobMeta:  map[dag.TaskID]*jobMeta{},
 	}
+	s.startMeta()
 	s.wg.Add(3)
 	go s.acceptLoop()
 	go s.leadershipLoop()
@@ -349,12 +355,15 @@ func (s *Server) notLeader() error {
 
 // HandleCall implements transport.Handler.
 func (s *Server) HandleCall(ctx context.Context, sess *transport.Session, m transport.Method, b transport.Body) (any, error) {
+	if reply, handled, err := s.proxy(ctx, sess, m, b); handled { // a follower passes driver calls to the leader
+		return reply, err
+	}
 	switch m {
 	case wire.MethodLeader:
 		id, addr := s.node.Leader()
 		return wire.Leader{ID: id, Addr: addr}, nil
 	case wire.MethodClusterStatus:
-		return s.clusterStatus(), nil
+		return s.clusterStatus(ctx, b)
 	case wire.MethodRegisterRaylet:
 		var req wire.RegisterRaylet
 		if err := b.Decode(&req); err != nil {

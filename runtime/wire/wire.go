@@ -294,6 +294,10 @@ type HeadInfo struct {
 	Role        string `cbor:"3,keyasint" json:"role"`
 	CommitIndex uint64 `cbor:"4,keyasint" json:"commit_index"`
 	Term        uint64 `cbor:"5,keyasint" json:"term,omitempty"`
+	// AppliedIndex and Error: see HeadSelf (runtime/wire/meta.go); Error
+	// says why an unreachable head did not answer.
+	AppliedIndex uint64 `cbor:"6,keyasint,omitempty" json:"applied_index,omitempty"`
+	Error        string `cbor:"7,keyasint,omitempty" json:"error,omitempty"`
 }
 
 // RayletInfo describes one registered raylet.

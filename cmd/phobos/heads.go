@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/runtime/wire"
+	"github.com/phobos-project/phobos/transport"
+)
+
+// runRaft is `phobos raft list-peers | remove-peer`, after Consul's and
+// Nomad's `operator raft` commands: the voters of the head cluster.
+func runRaft(ctx context.Context, args []string) error {
+	const sub = "list-peers | remove-peer"
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintf(os.Stderr, "usage: phobos raft %s [flags]\n\n"+
+			"  list-peers   show the heads (Raft voters) with role, term and indexes\n"+
+			"  remove-peer  remove a head from the voters (--id ID)\n", sub)
+		if len(args) == 0 {
+			return usagef("a subcommand is needed: %s", sub)
+		}
+		return nil
+	}
+	switch args[0] {
+	case "list-peers":
+		return runListPeers(ctx, args[1:])
+	case "remove-peer":
+		return runRemovePeer(ctx, args[1:])
+	}
+	return usagef("phobos raft: unknown subcommand %q; want %s", args[0], sub)
+}
+
+func runListPeers(ctx context.Context, args []string) error {
+	fs := newFlagSet("raft list-peers", "--connect ADDR[,ADDR...] --token-file F [--json]")
+	var lf logFlags
+	lf.register(fs)
+	connect := fs.String("connect", "127.0.0.1:7070", "addresses of any heads, comma-separated (the first that answers is asked)")
+	tokenFile := fs.String("token-file", "", "cluster token file (required)")
+	asJSON := fs.Bool("json", false, "print the heads as a JSON array")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	sess, err := dialCLI(ctx, &lf, *tokenFile, *connect, "raft-cli")
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	var st wire.ClusterStatus
+	if err := sess.Call(ctx, wire.MethodClusterStatus, wire.ClusterStatusRequest{}, &st); err != nil {
+		return fmt.Errorf("ask head %s for the peers: %w", sess.RemoteID(), err)
+	}
+	if *asJSON {
+		heads := st.Heads
+		if heads == nil {
+			heads = []wire.HeadInfo{}
+		}
+		return json.NewEncoder(os.Stdout).Encode(heads)
+	}
+	printHeads(st)
+	return nil
+}
+
+func runRemovePeer(ctx context.Context, args []string) error {
+	fs := newFlagSet("raft remove-peer", "--connect ADDR[,ADDR...] --token-file F --id ID")
+	var lf logFlags
+	lf.register(fs)
+	connect := fs.String("connect", "127.0.0.1:7070", "addresses of any heads, comma-separated (followers pass the request to the leader)")
+	tokenFile := fs.String("token-file", "", "cluster token file (required)")
+	id := fs.String("id", "", "ID of the head to remove (required; see phobos raft list-peers)")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *id == "" {
+		return usagef("--id is required: the ID of the head to remove (phobos raft list-peers shows them)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	sess, err := dialCLI(ctx, &lf, *tokenFile, *connect, "raft-cli")
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	wait := *timeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl) - 100*time.Millisecond
+	}
+	if err := sess.Call(ctx, wire.MethodRemoveHead, wire.RemoveHead{ID: *id, Wait: wait}, nil); err != nil {
+		if errors.Is(err, dag.ErrNotFound) {
+			return fmt.Errorf("remove head %s: %w", *id, err)
+		}
+		return fmt.Errorf("remove head %s (asked %s): %w", *id, sess.RemoteID(), err)
+	}
+	fmt.Printf("removed head %s from the voters; stop its process (it no longer takes part)\n", *id)
+	return nil
+}
+
+// dialCLI reads the token and connects to the first head in connect
+// (comma-separated) that answers.
+func dialCLI(ctx context.Context, lf *logFlags, tokenFile, connect, nodeID string) (*transport.Session, error) {
+	log, err := lf.logger()
+	if err != nil {
+		return nil, err
+	}
+	token, err := readToken(tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return dialAnyHead(ctx, strings.Split(connect, ","), transport.Config{Token: token, NodeID: nodeID, Logger: log}, log)
+}
+
+func dialAnyHead(ctx context.Context, addrs []string, cfg transport.Config, log *slog.Logger) (*transport.Session, error) {
+	var errs []error
+	for _, a := range addrs {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		s, err := transport.Dial(ctx, a, cfg)
+		if err == nil {
+			s.Serve(nil)
+			return s, nil
+		}
+		if errors.Is(err, dag.ErrPermissionDenied) {
+			return nil, err
+		}
+		log.Debug("head did not answer", "addr", a, "err", err)
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, usagef("--connect names no head address")
+	}
+	return nil, fmt.Errorf("no head answered: %w", errors.Join(errs...))
+}
+
+// printHeads prints the heads table of a cluster status.
+func printHeads(st wire.ClusterStatus) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HEAD\tADDR\tROLE\tTERM\tCOMMIT INDEX\tAPPLIED INDEX")
+	var errs []string
+	for _, h := range st.Heads {
+		if h.Error != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\n", h.ID, h.Addr, h.Role)
+			errs = append(errs, fmt.Sprintf("%s: %s", h.ID, h.Error))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", h.ID, h.Addr, h.Role, h.Term, h.CommitIndex, h.AppliedIndex)
+	}
+	tw.Flush()
+	for _, e := range errs {
+		fmt.Printf("  %s\n", e)
+	}
+}
