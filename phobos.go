@@ -148,6 +148,14 @@ func (v *Value) Float64s() []float64 {
 	return dag.BytesAsFloat64s(v.Data)
 }
 
+// Int64s returns an int64 value's elements.
+func (v *Value) Int64s() []int64 {
+	if v.Meta.DType != dag.Int64 {
+		return nil
+	}
+	return dag.BytesAsInt64s(v.Data)
+}
+
 // Float64 returns a scalar float64 value (the first element otherwise).
 func (v *Value) Float64() float64 {
 	f := v.Float64s()

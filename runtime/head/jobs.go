@@ -17,9 +17,10 @@ import (
 // effectWork is a copy of scheduler effects to carry out after the lock is
 // released: messages to raylets and Raft writes never happen under s.mu.
 type effectWork struct {
-	free   []sessionMsg
-	cancel []sessionMsg
-	ended  []endedJob
+	free    []sessionMsg
+	cancel  []sessionMsg
+	ended   []endedJob
+	advance []dag.TaskID // jobs whose next stage is to be lowered
 }
 
 type sessionMsg struct {
@@ -65,9 +66,14 @@ func (w *effectWork) add(s *Server, fx *Effects) {
 			}
 		}
 	}
-	for _, t := range fx.Ended {
+	for _, k := range fx.Ended {
+		t := k.Task
 		info, ok := s.sched.Job(t)
 		if !ok {
+			continue
+		}
+		if info.Status == JobRunning {
+			w.advance = append(w.advance, t) // a stage ended; the job goes on
 			continue
 		}
 		e := endedJob{task: t, err: info.Err}
@@ -109,6 +115,14 @@ func (s *Server) do(w effectWork) {
 		if err := m.sess.Send(m.m, m.msg); err != nil {
 			s.log.Debug("cancel subtasks", "raylet", m.sess.RemoteID(), "err", err)
 		}
+	}
+	for _, t := range w.advance {
+		t := t
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.advance(t)
+		}()
 	}
 	for _, e := range w.ended {
 		e := e
@@ -252,24 +266,11 @@ func (s *Server) startJob(ctx context.Context, task dag.TaskID, tiled *lowering.
 
 	fusion, _ := lowering.ParseFusion(opts.Fusion)
 	rec, _ := s.node.Job(task)
-	alloc := func(n int) (dag.StageID, uint64, error) {
-		if len(rec.Stages) > 0 {
-			st := rec.Stages[0]
-			if st.Count != uint64(n) {
-				return 0, 0, dag.Errorf(dag.KindInternal, "job %d lowers to %d subtasks but its committed stage has %d; was the head upgraded mid-job?", task, n, st.Count)
-			}
-			return st.ID, st.Base, nil
-		}
-		req := raftmeta.NewRequestID()
-		var st raftmeta.Stage
-		err := retry(ctx, func(ctx context.Context) error {
-			var err error
-			st, err = s.node.BeginStage(ctx, req, task, uint64(n), nil)
-			return err
-		})
-		return st.ID, st.Base, err
+	st := &stager{tiled: tiled, fusion: fusion, rec: rec.Stages, retries: opts.Retries}
+	if st.retries == 0 {
+		st.retries = s.sched.Retries
 	}
-	plan, err := tiled.Plan(task, lowering.Options{Fusion: fusion, Slots: slots}, alloc)
+	plan, err := s.lowerStage(ctx, task, st, slots)
 	if err != nil {
 		s.failJob(task, err)
 		return fmt.Errorf("job %d: %w", task, err)
@@ -290,16 +291,127 @@ func (s *Server) startJob(ctx context.Context, task dag.TaskID, tiled *lowering.
 	}
 	s.jobMeta[task] = &jobMeta{opts: opts, submitted: submitted}
 	s.jobDone[task] = make(chan struct{})
-	retries := opts.Retries
-	if retries == 0 {
-		retries = s.sched.Retries
-	}
-	fx := s.sched.AddJob(task, plan, retries, index)
+	s.stagers[task] = st
+	fx := s.sched.AddJob(task, plan, st.retries, index)
 	work := s.effectsLocked(fx)
 	s.mu.Unlock()
 	s.do(work)
-	s.log.Info("job started", "task", task, "subtasks", plan.Stage.Len(), "raylets", len(slots))
+	s.log.Info("job started", "task", task, "subtasks", plan.Stage.Len(), "final", plan.Final, "raylets", len(slots))
 	return nil
+}
+
+// stager lowers a job's stages one after another: it keeps the tiled graph
+// between stages. Only one goroutine uses it at a time (startJob, then each
+// advance after the previous stage ended).
+type stager struct {
+	tiled   *lowering.Tiled
+	fusion  lowering.Fusion
+	retries int
+	// rec are the stages committed before this leader took the job; they
+	// are lowered again from their recorded IDs and metas.
+	rec  []raftmeta.Stage
+	next int // index of the next stage to lower
+}
+
+// lowerStage feeds lowering the computed metas it waits for (the recorded
+// ones when replaying), then lowers the next stage, committing its IDs and
+// the metas in Raft.
+func (s *Server) lowerStage(ctx context.Context, task dag.TaskID, st *stager, slots []int) (*lowering.Plan, error) {
+	k := st.next
+	var metasRaw []byte
+	if k > 0 {
+		var metas []dag.Meta
+		if k < len(st.rec) {
+			if err := codec.Unmarshal(st.rec[k].Metas, &metas); err != nil {
+				return nil, dag.Errorf(dag.KindInternal, "stage %d of job %d: recorded metas: %w", k+1, task, err)
+			}
+		} else {
+			need := st.tiled.Need()
+			ids := make([]dag.ObjectID, len(need))
+			for i, n := range need {
+				ids[i] = n.Object
+			}
+			s.mu.Lock()
+			var sizes []int64
+			if s.sched != nil {
+				sizes = s.sched.Sizes(ids)
+			}
+			s.mu.Unlock()
+			if sizes == nil {
+				return nil, s.notLeader()
+			}
+			metas = make([]dag.Meta, len(need))
+			for i, n := range need {
+				m, err := lowering.ResolveMeta(n.Planned, sizes[i])
+				if err != nil {
+					return nil, dag.Errorf(dag.KindInternal, "stage %d of job %d: size of %s: %w", k+1, task, n.Object, err)
+				}
+				metas[i] = m
+			}
+		}
+		if err := st.tiled.Feed(metas); err != nil {
+			return nil, err
+		}
+		var err error
+		if metasRaw, err = codec.Marshal(metas); err != nil {
+			return nil, dag.Errorf(dag.KindInternal, "encode metas: %w", err)
+		}
+	}
+	alloc := func(n int) (dag.StageID, uint64, error) {
+		if k < len(st.rec) {
+			rs := st.rec[k]
+			if rs.Count != uint64(n) {
+				return 0, 0, dag.Errorf(dag.KindInternal, "stage %d of job %d lowers to %d subtasks but its committed stage has %d; was the head upgraded mid-job?", k+1, task, n, rs.Count)
+			}
+			return rs.ID, rs.Base, nil
+		}
+		req := raftmeta.NewRequestID()
+		var rs raftmeta.Stage
+		err := retry(ctx, func(ctx context.Context) error {
+			var err error
+			rs, err = s.node.BeginStage(ctx, req, task, uint64(n), metasRaw)
+			return err
+		})
+		return rs.ID, rs.Base, err
+	}
+	plan, err := st.tiled.NextStage(task, lowering.Options{Fusion: st.fusion, Slots: slots}, alloc)
+	if err != nil {
+		return nil, err
+	}
+	st.next++
+	return plan, nil
+}
+
+// advance lowers and schedules a job's next stage after the previous one
+// succeeded.
+func (s *Server) advance(task dag.TaskID) {
+	s.mu.Lock()
+	st := s.stagers[task]
+	if s.sched == nil || st == nil {
+		s.mu.Unlock()
+		return
+	}
+	index, slots := s.sched.AliveSlots()
+	term := s.term
+	s.mu.Unlock()
+	plan, err := s.lowerStage(s.ctx, task, st, slots)
+	s.mu.Lock()
+	if s.sched == nil || s.term != term {
+		s.mu.Unlock()
+		return
+	}
+	var fx *Effects
+	if err != nil {
+		fx = s.sched.FailTask(task, dag.Errorf(dag.KindFatal, "job %d: lowering its next stage: %w", task, err))
+	} else {
+		fx = s.sched.AddJob(task, plan, st.retries, index)
+	}
+	work := s.effectsLocked(fx)
+	s.mu.Unlock()
+	s.do(work)
+	if err == nil {
+		s.log.Info("job stage started", "task", task, "stage", plan.Stage.Stage, "subtasks", plan.Stage.Len(), "final", plan.Final)
+	}
 }
 
 // failJob records a job that could not even be scheduled.
@@ -464,6 +576,7 @@ func (s *Server) releaseJob(task dag.TaskID) error {
 	work := s.effectsLocked(fx)
 	if ok {
 		delete(s.jobMeta, task)
+		delete(s.stagers, task)
 	}
 	s.mu.Unlock()
 	s.do(work)

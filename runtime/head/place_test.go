@@ -82,7 +82,7 @@ func TestPlacementTiesAndBroadcast(t *testing.T) {
 	// must not drag subtask 2 to raylet A.
 	s.Complete(0, &wire.Completion{ID: s0[0].ID, Sizes: []int64{1 << 30}})
 	s.Complete(1, &wire.Completion{ID: s1[0].ID, Sizes: []int64{10}})
-	j := s.jobs[1]
+	j := s.tasks[1][0]
 	if w := j.where[2]; w != 1 {
 		t.Fatalf("subtask 2 (reads a broadcast on A and 10 bytes on B) queued on %d, want B", w)
 	}

@@ -69,11 +69,12 @@ type Scheduler struct {
 
 	raylets []*raylet
 	byID    map[string]int32
-	jobs    map[dag.TaskID]*job
+	jobs    map[StageKey]*job
+	tasks   map[dag.TaskID][]*job // a task's stages, in order
 	seq     uint64
-	// held are objects raylets reported holding for jobs not (yet) known:
-	// after a head failover, raylets register before jobs are resumed.
-	held map[dag.TaskID][]heldAt
+	// held are objects raylets reported holding for stages not (yet)
+	// known: after a head failover, raylets register before jobs resume.
+	held map[StageKey][]heldAt
 
 	fx Effects
 
@@ -90,8 +91,16 @@ type Scheduler struct {
 type Effects struct {
 	Free   [][]dag.ObjectID // by raylet index
 	Cancel [][]dag.SubtaskID
-	Wake   []int32 // raylets that got work
-	Ended  []dag.TaskID
+	Wake   []int32    // raylets that got work
+	Ended  []StageKey // stages that ended (see Job for the task's state)
+}
+
+// StageKey names one lowered stage of a task. A job with data-dependent
+// ops runs as several stages, one after the other; each is scheduled as
+// its own unit, and later stages read objects earlier ones kept.
+type StageKey struct {
+	Task  dag.TaskID
+	Stage dag.StageID
 }
 
 func (e *Effects) reset(n int) {
@@ -118,6 +127,7 @@ type raylet struct {
 
 type job struct {
 	task     dag.TaskID
+	key      StageKey
 	retries  int
 	plan     *lowering.Plan
 	sg       *dag.SubtaskGraph
@@ -142,8 +152,8 @@ type job struct {
 func NewScheduler() *Scheduler {
 	return &Scheduler{
 		Retries: DefaultRetries, Broadcast: DefaultBroadcast, StealBytes: DefaultStealBytes,
-		byID: map[string]int32{}, jobs: map[dag.TaskID]*job{},
-		held: map[dag.TaskID][]heldAt{},
+		byID: map[string]int32{}, jobs: map[StageKey]*job{},
+		tasks: map[dag.TaskID][]*job{}, held: map[StageKey][]heldAt{},
 	}
 }
 
@@ -191,7 +201,8 @@ func (s *Scheduler) SetStoreStats(r int32, st wire.StoreStats) { s.raylets[r].st
 // indexes (from AliveSlots) to scheduler raylets.
 func (s *Scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, rayletOf []int32) *Effects {
 	fx := s.begin()
-	if _, ok := s.jobs[task]; ok {
+	key := StageKey{task, plan.Stage.Stage}
+	if _, ok := s.jobs[key]; ok {
 		return fx
 	}
 	sg := plan.Stage
@@ -200,7 +211,7 @@ func (s *Scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, ra
 		retries = s.Retries
 	}
 	j := &job{
-		task: task, retries: retries, plan: plan, sg: sg,
+		task: task, key: key, retries: retries, plan: plan, sg: sg,
 		state: make([]State, n), attempts: make([]uint8, n),
 		waiting: make([]int32, n), pending: make([]int32, n),
 		where: make([]int32, n), qseq: make([]uint64, n),
@@ -208,14 +219,25 @@ func (s *Scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, ra
 		size:   make([]int64, sg.Chunks.Len()),
 		result: make([]bool, sg.Chunks.Len()),
 	}
+	// Results of the job, and objects later stages read, are kept: found
+	// through their owner's outputs (those of this stage only).
+	keep := func(id dag.ObjectID) {
+		if id.Subtask().Task() != task || id.Subtask().Stage() != sg.Stage {
+			return
+		}
+		st := int32(id.Subtask().Index() - sg.Base)
+		j.result[sg.OutputsOf(st)[id.Output()]] = true
+	}
 	for _, r := range plan.Results {
 		for _, id := range r.Objects {
-			// Result chunks are found through their owner's outputs.
-			st := int32(id.Subtask().Index() - sg.Base)
-			j.result[sg.OutputsOf(st)[id.Output()]] = true
+			keep(id)
 		}
 	}
-	s.jobs[task] = j
+	for _, id := range plan.Keep {
+		keep(id)
+	}
+	s.jobs[key] = j
+	s.tasks[task] = append(s.tasks[task], j)
 	for i := int32(0); i < int32(n); i++ {
 		j.waiting[i] = int32(len(sg.Preds.Row(i)))
 		j.pending[i] = int32(len(sg.Succs.Row(i)))
@@ -225,8 +247,8 @@ func (s *Scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, ra
 		s.finish(j, JobSucceeded, nil)
 		return fx
 	}
-	if held := s.held[task]; len(held) > 0 {
-		delete(s.held, task)
+	if held := s.held[key]; len(held) > 0 {
+		delete(s.held, key)
 		s.adoptHeld(j, held)
 		if j.done == n {
 			s.finish(j, JobSucceeded, nil)
@@ -455,7 +477,7 @@ func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
 				s.refBuf = append(s.refBuf, int32(indexOf(chunks, in)))
 				continue
 			}
-			id, _ := sg.ObjectOf(in)
+			id, _ := j.plan.ObjectOf(in) // an earlier stage's object if in is a fetch node
 			k := -1
 			for y := in0; y < len(s.inBuf); y++ {
 				if s.inBuf[y].Object == id && s.inBuf[y].Part == part {
@@ -464,12 +486,22 @@ func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
 				}
 			}
 			if k < 0 {
-				size := j.size[in]
-				if part > 0 {
-					size /= int64(max(1, len(sg.Succs.Row(sg.Owner[in])))) // one reducer's share
+				pj, pi, pc := j, sg.Owner[in], in
+				if pi < 0 { // made by an earlier stage
+					var ok bool
+					if pj, pi, ok = s.lookup(id.Subtask()); ok {
+						pc = pj.sg.OutputsOf(pi)[id.Output()]
+					}
 				}
+				size := int64(0)
 				l0 := len(s.locBuf)
-				s.locBuf = s.appendLocations(s.locBuf, j, sg.Owner[in])
+				if pj != nil {
+					size = pj.size[pc]
+					if part > 0 {
+						size /= int64(max(1, len(pj.sg.Succs.Row(pi)))) // one reducer's share
+					}
+					s.locBuf = s.appendLocations(s.locBuf, pj, pi)
+				}
 				s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Part: part, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
 				k = len(s.inBuf) - 1 - in0
 			}
@@ -705,8 +737,8 @@ func (s *Scheduler) freeOn(r int32, ids []dag.ObjectID) {
 
 // lookup finds the job and index of a subtask ID.
 func (s *Scheduler) lookup(id dag.SubtaskID) (*job, int32, bool) {
-	j, ok := s.jobs[id.Task()]
-	if !ok || id.Stage() != j.sg.Stage {
+	j, ok := s.jobs[StageKey{id.Task(), id.Stage()}]
+	if !ok {
 		return nil, 0, false
 	}
 	ix := id.Index()
@@ -720,7 +752,7 @@ func (s *Scheduler) finish(j *job, st JobState, err error) {
 	j.status, j.err = st, err
 	if !j.ended {
 		j.ended = true
-		s.fx.Ended = append(s.fx.Ended, j.task)
+		s.fx.Ended = append(s.fx.Ended, j.key)
 	}
 }
 
@@ -730,12 +762,14 @@ func (s *Scheduler) finish(j *job, st JobState, err error) {
 // and reports false.
 func (s *Scheduler) Cancel(task dag.TaskID) (*Effects, bool) {
 	fx := s.begin()
-	j, ok := s.jobs[task]
-	if !ok || j.status != JobRunning {
-		return fx, false
+	ok := false
+	for _, j := range s.tasks[task] {
+		if j.status == JobRunning {
+			s.cancelAll(j, JobCancelled, dag.Errorf(dag.KindCancelled, "job %d was cancelled", task))
+			ok = true
+		}
 	}
-	s.cancelAll(j, JobCancelled, dag.Errorf(dag.KindCancelled, "job %d was cancelled", task))
-	return fx, true
+	return fx, ok
 }
 
 // cancelAll stops every unfinished subtask of j and ends the job with st
@@ -761,26 +795,39 @@ func (s *Scheduler) cancelAll(j *job, st JobState, err error) {
 func (s *Scheduler) maybeEndCancelled(j *job) {
 	if j.active == 0 && j.status != JobRunning && j.status != JobSucceeded && !j.ended {
 		j.ended = true
-		s.fx.Ended = append(s.fx.Ended, j.task)
+		s.fx.Ended = append(s.fx.Ended, j.key)
 		s.releaseAll(j)
 	}
+}
+
+// FailTask fails a job whose next stage could not be lowered; its last
+// stage had ended.
+func (s *Scheduler) FailTask(task dag.TaskID, err error) *Effects {
+	fx := s.begin()
+	js := s.tasks[task]
+	if len(js) == 0 {
+		return fx
+	}
+	j := js[len(js)-1]
+	j.status, j.err = JobFailed, err
+	s.fx.Ended = append(s.fx.Ended, j.key)
+	s.releaseAll(j)
+	return fx
 }
 
 // Abandon gives up on subtasks still CANCELLING (their kernels ignored the
 // interrupt): they count as stopped and the job ends.
 func (s *Scheduler) Abandon(task dag.TaskID) *Effects {
 	fx := s.begin()
-	j, ok := s.jobs[task]
-	if !ok {
-		return fx
-	}
-	for i, st := range j.state {
-		if st == Cancelling {
-			j.state[i] = Cancelled
-			s.stopped(j, int32(i), j.where[i])
+	for _, j := range s.tasks[task] {
+		for i, st := range j.state {
+			if st == Cancelling {
+				j.state[i] = Cancelled
+				s.stopped(j, int32(i), j.where[i])
+			}
 		}
+		s.maybeEndCancelled(j)
 	}
-	s.maybeEndCancelled(j)
 	return fx
 }
 
@@ -797,15 +844,20 @@ func (s *Scheduler) releaseAll(j *job) {
 // Release frees a finished job's results and forgets the job.
 func (s *Scheduler) Release(task dag.TaskID) (*Effects, bool) {
 	fx := s.begin()
-	j, ok := s.jobs[task]
-	if !ok {
+	js := s.tasks[task]
+	if len(js) == 0 {
 		return fx, false
 	}
-	if j.status == JobRunning {
-		return fx, false
+	for _, j := range js {
+		if j.status == JobRunning {
+			return fx, false
+		}
 	}
-	s.releaseAll(j)
-	delete(s.jobs, task)
+	for _, j := range js {
+		s.releaseAll(j)
+		delete(s.jobs, j.key)
+	}
+	delete(s.tasks, task)
 	return fx, true
 }
 
@@ -953,14 +1005,15 @@ type heldAt struct {
 // jobs).
 func (s *Scheduler) AddHeld(r int32, held []wire.HeldObject) *Effects {
 	fx := s.begin()
-	byJob := map[dag.TaskID][]heldAt{}
+	byJob := map[StageKey][]heldAt{}
 	for _, h := range held {
-		byJob[h.ID.Subtask().Task()] = append(byJob[h.ID.Subtask().Task()], heldAt{r: r, id: h.ID, size: h.Size})
+		k := StageKey{h.ID.Subtask().Task(), h.ID.Subtask().Stage()}
+		byJob[k] = append(byJob[k], heldAt{r: r, id: h.ID, size: h.Size})
 	}
-	for task, hs := range byJob {
-		j, ok := s.jobs[task]
+	for key, hs := range byJob {
+		j, ok := s.jobs[key]
 		if !ok {
-			s.held[task] = append(s.held[task], hs...)
+			s.held[key] = append(s.held[key], hs...)
 			continue
 		}
 		if j.status != JobRunning {
@@ -1069,29 +1122,48 @@ func (s *Scheduler) Requeue() *Effects {
 	return fx
 }
 
-// JobInfo is a snapshot of a job for status queries.
+// JobInfo is a snapshot of a job (all its stages so far) for status
+// queries.
 type JobInfo struct {
 	Status   JobState
 	Err      error
 	Subtasks int
 	Done     int
-	Results  []wire.ResultRef
+	Stages   int
+	// Final reports whether the last stage scheduled is the job's last;
+	// when it is not, a SUCCEEDED stage leaves the job RUNNING.
+	Final   bool
+	Results []wire.ResultRef
 }
 
 // Job reports on a job.
 func (s *Scheduler) Job(task dag.TaskID) (JobInfo, bool) {
-	j, ok := s.jobs[task]
-	if !ok {
+	js := s.tasks[task]
+	if len(js) == 0 {
 		return JobInfo{}, false
 	}
-	info := JobInfo{Status: j.status, Err: j.err, Subtasks: len(j.state), Done: j.done}
-	if j.status == JobSucceeded {
-		for _, r := range j.plan.Results {
+	last := js[len(js)-1]
+	info := JobInfo{Status: last.status, Err: last.err, Stages: len(js), Final: last.plan.Final}
+	for _, j := range js {
+		info.Subtasks += len(j.state)
+		info.Done += j.done
+		if j.status == JobFailed || j.status == JobCancelled {
+			info.Status, info.Err = j.status, j.err
+		}
+	}
+	if info.Status == JobSucceeded && !info.Final {
+		info.Status = JobRunning // more stages to come
+	}
+	if info.Status == JobSucceeded {
+		for _, r := range last.plan.Results {
 			ref := wire.ResultRef{Meta: r.Meta, NSplits: r.NSplits, Chunks: make([]wire.ObjectRef, len(r.Objects))}
 			for k, id := range r.Objects {
-				p := int32(id.Subtask().Index() - j.sg.Base)
-				c := j.sg.OutputsOf(p)[id.Output()]
-				ref.Chunks[k] = wire.ObjectRef{ID: id, Size: j.size[c], Meta: j.sg.Chunks.Meta(c), Locations: s.locations(j, p)}
+				pj, p, ok := s.lookup(id.Subtask())
+				if !ok {
+					continue
+				}
+				c := pj.sg.OutputsOf(p)[id.Output()]
+				ref.Chunks[k] = wire.ObjectRef{ID: id, Size: pj.size[c], Meta: pj.sg.Chunks.Meta(c), Locations: s.locations(pj, p)}
 			}
 			info.Results = append(info.Results, ref)
 		}
@@ -1099,8 +1171,23 @@ func (s *Scheduler) Job(task dag.TaskID) (JobInfo, bool) {
 	return info, true
 }
 
-// StateOf returns subtask i's state in a job, for tests and debugging.
-func (s *Scheduler) StateOf(task dag.TaskID, i int32) State { return s.jobs[task].state[i] }
+// Sizes returns the stored sizes of objects of a task's stages (0 for
+// unknown ones), for lowering the next stage.
+func (s *Scheduler) Sizes(ids []dag.ObjectID) []int64 {
+	out := make([]int64, len(ids))
+	for k, id := range ids {
+		if j, p, ok := s.lookup(id.Subtask()); ok {
+			outs := j.sg.OutputsOf(p)
+			if int(id.Output()) < len(outs) {
+				out[k] = j.size[outs[id.Output()]]
+			}
+		}
+	}
+	return out
+}
+
+// StateOf returns subtask i's state in a job's first stage, for tests.
+func (s *Scheduler) StateOf(task dag.TaskID, i int32) State { return s.tasks[task][0].state[i] }
 
 // entry is a queued READY subtask.
 type entry struct {

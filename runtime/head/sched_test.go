@@ -41,7 +41,9 @@ func (h *harness) take(fx *Effects) {
 	for r, ids := range fx.Cancel {
 		h.cxl[int32(r)] = append(h.cxl[int32(r)], ids...)
 	}
-	h.ended = append(h.ended, fx.Ended...)
+	for _, k := range fx.Ended {
+		h.ended = append(h.ended, k.Task)
+	}
 }
 
 func (h *harness) addJob(task dag.TaskID, t *tensor.Tensor, retries int) *lowering.Plan {

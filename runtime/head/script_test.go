@@ -249,7 +249,8 @@ func (r *scriptRun) effects(fx *Effects) {
 		sort.Strings(s)
 		r.emit("wake %s", strings.Join(s, " "))
 	}
-	for _, task := range fx.Ended {
+	for _, k := range fx.Ended {
+		task := k.Task
 		info, _ := r.s.Job(task)
 		r.emit("ended %d %s", task, info.Status)
 	}

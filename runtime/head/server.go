@@ -78,6 +78,7 @@ type Server struct {
 	jobDone  map[dag.TaskID]chan struct{}
 	starting map[dag.TaskID]chan struct{}
 	jobMeta  map[dag.TaskID]*jobMeta
+	stagers  map[dag.TaskID]*stager
 
 	meta metaState // forwarding and membership (meta_forward.go)
 }
@@ -160,6 +161,7 @@ func Start(cfg Config) (*Server, error) {
 		jobDone:  map[dag.TaskID]chan struct{}{},
 		starting: map[dag.TaskID]chan struct{}{},
 		jobMeta:  map[dag.TaskID]*jobMeta{},
+		stagers:  map[dag.TaskID]*stager{},
 	}
 	s.startMeta()
 	s.wg.Add(3)
