@@ -41,8 +41,12 @@ type Options struct {
 	// ResultTTL is how long results stay on the cluster after the job ends
 	// unless released; 0 means the cluster's default.
 	ResultTTL time.Duration
-	// Fusion is "chain" (default) or "none".
+	// Fusion is "chain" (default), "none" or "coloring".
 	Fusion string
+	// ChunkSize is the session's default chunk size: arrays built without
+	// one (for example tensor.Rand without tensor.Chunks) are cut into
+	// chunks of this many elements per dimension. 0 leaves them whole.
+	ChunkSize int64
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 	// Transport, if set, is the base transport configuration.
@@ -192,8 +196,16 @@ func (c *Client) Run(ctx context.Context, g Graph) (*Value, error) {
 	return res.Values[0], nil
 }
 
+// JobOptions override the client's defaults for one job.
+type JobOptions struct {
+	Name      string        // shown by phobos jobs
+	Retries   int           // 0: the client's default
+	ResultTTL time.Duration // 0: the client's default
+	Fusion    string        // "": the client's default
+}
+
 // Submit submits g and returns at once with its job.
-func (c *Client) Submit(ctx context.Context, g Graph) (*Job, error) {
+func (c *Client) Submit(ctx context.Context, g Graph, opts ...JobOptions) (*Job, error) {
 	if g == nil {
 		return nil, dag.Errorf(dag.KindInvalidArgument, "phobos: submit: nil graph")
 	}
@@ -201,7 +213,25 @@ func (c *Client) Submit(ctx context.Context, g Graph) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("phobos: submit: %w", err)
 	}
-	req := wire.SubmitJob{Graph: *tg, Options: wire.JobOptions{Retries: c.opts.Retries, ResultTTL: c.opts.ResultTTL, Fusion: c.opts.Fusion}}
+	if c.opts.ChunkSize > 0 {
+		tg = withChunkSize(tg, c.opts.ChunkSize)
+	}
+	jo := wire.JobOptions{Retries: c.opts.Retries, ResultTTL: c.opts.ResultTTL, Fusion: c.opts.Fusion}
+	for _, o := range opts {
+		if o.Name != "" {
+			jo.Name = o.Name
+		}
+		if o.Retries != 0 {
+			jo.Retries = o.Retries
+		}
+		if o.ResultTTL != 0 {
+			jo.ResultTTL = o.ResultTTL
+		}
+		if o.Fusion != "" {
+			jo.Fusion = o.Fusion
+		}
+	}
+	req := wire.SubmitJob{Graph: *tg, Options: jo}
 	rand.Read(req.RequestID[:])
 	var rep wire.SubmitReply
 	if err := c.head.Call(ctx, wire.MethodSubmitJob, req, &rep); err != nil {
@@ -209,6 +239,93 @@ func (c *Client) Submit(ctx context.Context, g Graph) (*Job, error) {
 	}
 	return &Job{c: c, Task: rep.Task}, nil
 }
+
+// withChunkSize returns g with the session's chunk size on every node whose
+// chunk size the user did not choose.
+func withChunkSize(g *dag.TileableGraph, c int64) *dag.TileableGraph {
+	out := *g
+	out.Nodes = append([]dag.TileableNode(nil), g.Nodes...)
+	for i := range out.Nodes {
+		n := &out.Nodes[i]
+		if !n.ChunkDefault || len(n.Shape) == 0 {
+			continue
+		}
+		n.ChunkSize = make([]int64, len(n.Shape))
+		for d := range n.ChunkSize {
+			n.ChunkSize[d] = c
+		}
+		n.ChunkDefault = false
+	}
+	return &out
+}
+
+// Progress is one report on a running job.
+type Progress struct {
+	Status   string // SUBMITTED, RUNNING, SUCCEEDED, FAILED, CANCELLED
+	Finished int    // subtasks finished so far (of every stage lowered so far)
+	Subtasks int    // subtasks lowered so far
+	Err      error  // set on the last report of a failed or cancelled job
+}
+
+// Progress reports the job's progress about every interval (at least 50ms)
+// until it ends; the last report carries the final status. The channel is
+// closed after it, or when ctx ends.
+func (j *Job) Progress(ctx context.Context, interval time.Duration) <-chan Progress {
+	interval = max(interval, 50*time.Millisecond)
+	ch := make(chan Progress, 1)
+	go func() {
+		defer close(ch)
+		last := Progress{Finished: -1}
+		for {
+			var st wire.JobStatus
+			err := j.c.head.Call(ctx, wire.MethodWaitJob, wire.WaitJob{Task: j.Task, Timeout: interval}, &st)
+			if err != nil {
+				if ctx.Err() == nil {
+					select {
+					case ch <- Progress{Status: "UNKNOWN", Err: err}:
+					case <-ctx.Done():
+					}
+				}
+				return
+			}
+			p := Progress{Status: st.Status, Finished: st.Finished, Subtasks: st.Subtasks}
+			if st.Terminal() && st.Status != "SUCCEEDED" {
+				p.Err = dag.Errorf(st.Kind, "phobos: job %d %s: %s", j.Task, strings.ToLower(st.Status), st.Error)
+			}
+			if p != last || st.Terminal() {
+				select {
+				case ch <- p:
+				case <-ctx.Done():
+					return
+				}
+				last = p
+			}
+			if st.Terminal() {
+				return
+			}
+			if !st.Terminal() && st.Finished == last.Finished {
+				// WaitJob returns at once for a job another head resumes:
+				// do not spin.
+				if sleepCtx(ctx, interval/4) != nil {
+					return
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// Jobs lists the cluster's jobs, oldest first.
+func (c *Client) Jobs(ctx context.Context) ([]wire.JobStatus, error) {
+	var list wire.ListJobs
+	if err := c.head.Call(ctx, wire.MethodListJobs, struct{}{}, &list); err != nil {
+		return nil, err
+	}
+	return list.Jobs, nil
+}
+
+// Job returns a handle on a job submitted earlier (by any client).
+func (c *Client) Job(task dag.TaskID) *Job { return &Job{c: c, Task: task} }
 
 // Status reports the job without waiting.
 func (j *Job) Status(ctx context.Context) (wire.JobStatus, error) {

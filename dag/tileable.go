@@ -15,6 +15,10 @@ type TileableNode struct {
 	DType     DType   `cbor:"5,keyasint,omitempty"`
 	ChunkSize []int64 `cbor:"6,keyasint,omitempty"` // per dimension; only sources need it
 	Label     string  `cbor:"7,keyasint,omitempty"` // the user's name for it, for messages
+	// ChunkDefault says the user chose no chunk size: ChunkSize is the
+	// binding's default (often one chunk), which a driver session's default
+	// chunk size replaces.
+	ChunkDefault bool `cbor:"8,keyasint,omitempty"`
 }
 
 // TileableGraph is what a driver submits: nodes in a dense slice and the

@@ -17,8 +17,10 @@ type Tensor struct {
 	shape  []int64
 	dtype  dag.DType
 	chunks []int64
-	label  string
-	err    error
+	// chunkDefault: no chunk size was given, so a session's default applies.
+	chunkDefault bool
+	label        string
+	err          error
 
 	// constant is set on 0-dimensional Full tensors (Scalar, ScalarInt):
 	// binary ops fold them into their args instead of reading a chunk.
@@ -63,17 +65,20 @@ func (t *Tensor) Label(name string) *Tensor {
 type Option func(*options)
 
 type options struct {
-	chunks []int64
-	splits [][]int64
-	seed   *uint64
-	label  string
-	dtype  dag.DType
+	chunked bool // Chunks was given
+	chunks  []int64
+	splits  [][]int64
+	seed    *uint64
+	label   string
+	dtype   dag.DType
 }
 
 // Chunks sets the chunk size: one value for every dimension, or one per
 // dimension. A dimension of size n in chunks of c splits into c,…,c,n mod c.
 // Without Chunks a tensor is one chunk.
-func Chunks(sizes ...int64) Option { return func(o *options) { o.chunks = sizes } }
+func Chunks(sizes ...int64) Option {
+	return func(o *options) { o.chunks, o.chunked = sizes, true }
+}
 
 // ChunkSplits sets explicit chunk sizes per dimension, as in Mars's nsplits:
 // ChunkSplits([]int64{3, 7}, []int64{5}) cuts a 10×5 tensor into a 3×5 and a
@@ -186,6 +191,7 @@ func newSource(name string, shape []int64, dt dag.DType, args any, opts []Option
 		setSplits(o.splits)
 	}
 	t.chunks, t.label = o.chunks, o.label
+	t.chunkDefault = o.splits == nil && !o.chunked
 	t.args = mustArgs(args)
 	return t
 }
@@ -236,7 +242,7 @@ func Graph(outputs ...*Tensor) (*dag.TileableGraph, error) {
 		}
 		g.Nodes = append(g.Nodes, dag.TileableNode{
 			Op: t.op, Args: t.args, Inputs: ins, Shape: t.shape,
-			DType: t.dtype, ChunkSize: t.chunks, Label: t.label,
+			DType: t.dtype, ChunkSize: t.chunks, Label: t.label, ChunkDefault: t.chunkDefault,
 		})
 		i := int32(len(g.Nodes) - 1)
 		index[t] = i
