@@ -1,0 +1,70 @@
+// Package exrun is what every example shares: the flags that choose an
+// embedded cluster or a running one, and the client made from them.
+package exrun
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/phobos-project/phobos"
+)
+
+// Flags are the cluster flags every example takes.
+type Flags struct {
+	Connect   string
+	TokenFile string
+	Raylets   int
+}
+
+// Register adds -connect, -token-file and -raylets to fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Connect, "connect", "", "run on a running cluster at these head addresses instead of an embedded one")
+	fs.StringVar(&f.TokenFile, "token-file", "", "the cluster's token file (with -connect)")
+	fs.IntVar(&f.Raylets, "raylets", 2, "raylets of the embedded cluster")
+}
+
+// Client connects to the cluster the flags name, or starts an embedded one.
+func (f *Flags) Client(ctx context.Context) (*phobos.Client, error) {
+	if f.Connect == "" {
+		return phobos.Local(ctx, phobos.LocalConfig{Raylets: f.Raylets})
+	}
+	if f.TokenFile == "" {
+		return nil, fmt.Errorf("-connect needs -token-file: the cluster's token (phobos up writes DIR/token)")
+	}
+	tok, err := os.ReadFile(f.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return phobos.Connect(ctx, f.Connect, []byte(strings.TrimSpace(string(tok))))
+}
+
+// Main parses flags (after defining the example's own with define), makes
+// the client, runs body, prints its result and exits non-zero on error.
+func Main(name string, define func(fs *flag.FlagSet), body func(ctx context.Context, c *phobos.Client) (string, error)) {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	var f Flags
+	f.Register(fs)
+	if define != nil {
+		define(fs)
+	}
+	fs.Parse(os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c, err := f.Client(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+	out, err := body(ctx, c)
+	c.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+	fmt.Println(out)
+}
