@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/runtime/leader"
+	"github.com/phobos-project/phobos/runtime/raylet"
 	"github.com/phobos-project/phobos/runtime/wire"
 	"github.com/phobos-project/phobos/transport"
 )
@@ -49,6 +49,11 @@ type Options struct {
 	ChunkSize int64
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
+	// ZeroCopy makes single-chunk results that a raylet on this node holds
+	// come back as read-only views into its object store instead of copies
+	// (see Value.ZeroCopy and Value.Release). Results on other nodes, and
+	// results of several chunks, are still copied.
+	ZeroCopy bool
 	// Transport, if set, is the base transport configuration.
 	Transport transport.Config
 }
@@ -63,6 +68,7 @@ type Client struct {
 
 	mu    sync.Mutex
 	peers map[string]*transport.Session
+	lr    *raylet.LocalReader
 }
 
 // Connect connects to the cluster whose heads include addr (a
@@ -113,7 +119,12 @@ func (c *Client) Close() error {
 		s.Close()
 		delete(c.peers, a)
 	}
+	lr := c.lr
+	c.lr = nil
 	c.mu.Unlock()
+	if lr != nil {
+		lr.Close()
+	}
 	if c.local != nil {
 		if lerr := c.local.close(); err == nil {
 			err = lerr
@@ -131,6 +142,24 @@ type Value struct {
 	// Parts holds each chunk of a multi-chunk Bytes result, in grid order;
 	// Data is then nil.
 	Parts [][]byte
+
+	release func() error // ends a zero-copy view
+}
+
+// ZeroCopy reports whether Data is a read-only view into the object store
+// of a raylet on this node (see Options.ZeroCopy) rather than a copy.
+// Writing to it faults; it is valid until Release.
+func (v *Value) ZeroCopy() bool { return v.release != nil }
+
+// Release ends a zero-copy view, letting the raylet free the object; Data
+// must not be used afterwards. For a copied value it does nothing.
+func (v *Value) Release() error {
+	if v.release == nil {
+		return nil
+	}
+	r := v.release
+	v.release, v.Data = nil, nil
+	return r()
 }
 
 // Chunks returns the value's chunks: Parts, or Data as the only one.
@@ -431,11 +460,11 @@ func (c *Client) fetchResult(ctx context.Context, ref *wire.ResultRef) (*Value, 
 	meta := ref.Meta
 	width := int64(meta.DType.Size())
 	if len(ref.Chunks) == 1 {
-		data, m, err := c.fetchObject(ctx, &ref.Chunks[0], nil)
+		data, m, release, err := c.fetchView(ctx, &ref.Chunks[0], nil, c.opts.ZeroCopy)
 		if err != nil {
 			return nil, err
 		}
-		return &Value{Meta: m, Data: data}, nil
+		return &Value{Meta: m, Data: data, release: release}, nil
 	}
 	if width == 0 || meta.DType == dag.Bytes {
 		// Opaque chunks: no layout to assemble them into.
@@ -484,58 +513,62 @@ func (c *Client) fetchResult(ctx context.Context, ref *wire.ResultRef) (*Value, 
 	return &Value{Meta: meta, Data: out}, nil
 }
 
-// fetchObject reads one object into dst (if it has the right size) or a
-// new buffer, trying each location.
+// fetchObject reads one object, trying each location: a zero-copy view
+// when asked for and the raylet shares this node (release then ends the
+// view), else a checksummed copy into dst (if it has the right size) or a
+// new buffer.
 func (c *Client) fetchObject(ctx context.Context, ref *wire.ObjectRef, dst []byte) ([]byte, dag.Meta, error) {
+	data, meta, _, err := c.fetchView(ctx, ref, dst, false)
+	return data, meta, err
+}
+
+func (c *Client) fetchView(ctx context.Context, ref *wire.ObjectRef, dst []byte, view bool) ([]byte, dag.Meta, func() error, error) {
 	var errs []error
 	for _, addr := range ref.Locations {
-		data, meta, err := c.fetchFrom(ctx, addr, ref.ID, dst)
+		s, err := c.peer(ctx, addr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("from raylet %s: %w", addr, err))
+			continue
+		}
+		if view {
+			obj, err := c.localReader().Read(ctx, s, ref.ID)
+			if err == nil {
+				meta, err := dag.DecodeMeta(obj.Meta)
+				if err != nil {
+					obj.Release()
+					return nil, dag.Meta{}, nil, err
+				}
+				return obj.Data, meta, obj.Release, nil
+			}
+			if !errors.Is(err, raylet.ErrNotLocal) {
+				errs = append(errs, fmt.Errorf("from raylet %s: %w", addr, err))
+				continue
+			}
+		}
+		data, rawMeta, err := raylet.FetchObject(ctx, s, ref.ID, dst)
 		if err == nil {
-			return data, meta, nil
+			meta, err := dag.DecodeMeta(rawMeta)
+			if err != nil {
+				return nil, dag.Meta{}, nil, err
+			}
+			return data, meta, nil, nil
 		}
 		errs = append(errs, fmt.Errorf("from raylet %s: %w", addr, err))
 	}
 	if len(errs) == 0 {
-		return nil, dag.Meta{}, dag.Errorf(dag.KindUnavailable, "phobos: result %s has no live location", ref.ID)
+		return nil, dag.Meta{}, nil, dag.Errorf(dag.KindUnavailable, "phobos: result %s has no live location", ref.ID)
 	}
-	return nil, dag.Meta{}, fmt.Errorf("phobos: fetch result %s: %w", ref.ID, errors.Join(errs...))
+	return nil, dag.Meta{}, nil, fmt.Errorf("phobos: fetch result %s: %w", ref.ID, errors.Join(errs...))
 }
 
-func (c *Client) fetchFrom(ctx context.Context, addr string, id dag.ObjectID, dst []byte) ([]byte, dag.Meta, error) {
-	s, err := c.peer(ctx, addr)
-	if err != nil {
-		return nil, dag.Meta{}, err
+// localReader maps raylets' arenas on this node, created on first use.
+func (c *Client) localReader() *raylet.LocalReader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lr == nil {
+		c.lr = raylet.NewLocalReader()
 	}
-	st, err := s.OpenStream(ctx)
-	if err != nil {
-		return nil, dag.Meta{}, err
-	}
-	defer st.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		st.SetDeadline(dl)
-	}
-	if err := transport.WriteMsg(st, wire.StreamRequest{Kind: wire.StreamGetObject, ID: id}); err != nil {
-		return nil, dag.Meta{}, err
-	}
-	var h wire.ObjectHeader
-	if err := transport.ReadMsg(st, &h, 64<<10); err != nil {
-		return nil, dag.Meta{}, err
-	}
-	if h.Kind != 0 || h.Error != "" {
-		return nil, dag.Meta{}, dag.Errorf(h.Kind, "%s", h.Error)
-	}
-	meta, err := dag.DecodeMeta(h.Meta)
-	if err != nil {
-		return nil, dag.Meta{}, err
-	}
-	buf := dst
-	if int64(len(buf)) != h.Size {
-		buf = make([]byte, h.Size)
-	}
-	if _, err := io.ReadFull(st, buf); err != nil {
-		return nil, dag.Meta{}, dag.Errorf(dag.KindUnavailable, "object %s broke off after the header: %w", id, err)
-	}
-	return buf, meta, nil
+	return c.lr
 }
 
 func (c *Client) peer(ctx context.Context, addr string) (*transport.Session, error) {

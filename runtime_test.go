@@ -10,6 +10,7 @@ import (
 
 	"github.com/phobos-project/phobos"
 	"github.com/phobos-project/phobos/bindings/bench"
+	"github.com/phobos-project/phobos/bindings/tensor"
 	"github.com/phobos-project/phobos/dag"
 )
 
@@ -211,4 +212,56 @@ func waitStores(t *testing.T, c *phobos.Client, ctx context.Context, ok func(int
 		}
 		time.Sleep(50 * time.Millisecond) // heartbeats report usage each second
 	}
+}
+
+// TestZeroCopyResult reads a result straight from the co-located raylet's
+// arena: no copy, and the view stays valid until released.
+func TestZeroCopyResult(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := phobos.Local(ctx, phobos.LocalConfig{Raylets: 1, Slots: 2, StoreSize: 64 << 20, Options: phobos.Options{ZeroCopy: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	j, err := c.Submit(ctx, tensor.Arange(0, 1_000_000, 1)) // one chunk
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := j.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := res.Values[0]
+	if !v.ZeroCopy() {
+		t.Fatal("a result on this node came back as a copy")
+	}
+	f := v.Float64s()
+	for i, x := range f {
+		if x != float64(i) {
+			t.Fatalf("element %d = %v", i, x)
+		}
+	}
+	// The job's results were released on the cluster, but the view pins the
+	// object until Release.
+	if err := v.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if v.Release() != nil || v.Data != nil {
+		t.Fatal("a second Release should do nothing")
+	}
+	// Multi-chunk results are still copied.
+	res, err = mustJob(t, c, ctx, tensor.Arange(0, 1000, 1, tensor.Chunks(100))).Wait(ctx)
+	if err != nil || res.Values[0].ZeroCopy() || len(res.Values[0].Float64s()) != 1000 {
+		t.Fatalf("multi-chunk result: %v", err)
+	}
+}
+
+func mustJob(t *testing.T, c *phobos.Client, ctx context.Context, g phobos.Graph) *phobos.Job {
+	t.Helper()
+	j, err := c.Submit(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }
