@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
@@ -66,9 +67,12 @@ type Client struct {
 	log   *slog.Logger
 	local *localCluster
 
-	mu    sync.Mutex
-	peers map[string]*transport.Session
-	lr    *raylet.LocalReader
+	mu      sync.Mutex
+	peers   map[string]*transport.Session
+	lr      *raylet.LocalReader
+	putTask dag.TaskID
+	putSeq  atomic.Uint64
+	puts    []*Object
 }
 
 // Connect connects to the cluster whose heads include addr (a
@@ -113,6 +117,19 @@ func Connect(ctx context.Context, addr string, token []byte, opts ...Options) (*
 // Close closes the client's connections and, for a Local client, stops the
 // embedded cluster and removes its files.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	puts := c.puts
+	c.puts = nil
+	c.mu.Unlock()
+	if len(puts) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, o := range puts {
+			if err := o.Release(ctx); err != nil {
+				c.log.Debug("release put object at close", "id", o.ID, "err", err)
+			}
+		}
+		cancel()
+	}
 	err := c.head.Close()
 	c.mu.Lock()
 	for a, s := range c.peers {

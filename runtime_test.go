@@ -265,3 +265,45 @@ func mustJob(t *testing.T, c *phobos.Client, ctx context.Context, g phobos.Graph
 	}
 	return j
 }
+
+// TestPutObject stores driver data in the cluster and uses it in graphs.
+func TestPutObject(t *testing.T) {
+	c, ctx := local(t, 2)
+	data := make([]float64, 100_000)
+	for i := range data {
+		data[i] = float64(i % 1000)
+	}
+	o, err := c.PutFloat64s(ctx, data, []int64{100_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tensor.FromObject(o.ID, o.Meta, tensor.Chunks(10_000))
+	v, err := c.Run(ctx, x.Mul(tensor.Scalar(2)).Sum())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0.0
+	for _, d := range data {
+		want += 2 * d
+	}
+	if v.Float64() != want {
+		t.Fatalf("sum = %v, want %v", v.Float64(), want)
+	}
+	// Used again, by another job.
+	v, err = c.Run(ctx, tensor.FromObject(o.ID, o.Meta).Max())
+	if err != nil || v.Float64() != 999 {
+		t.Fatalf("max = %v, %v", v, err)
+	}
+	if err := o.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A released object is gone: a job reading it fails, saying which.
+	_, err = c.Run(ctx, tensor.FromObject(o.ID, o.Meta).Sum())
+	if err == nil || !strings.Contains(err.Error(), o.ID.String()) {
+		t.Fatalf("job reading a released object: %v", err)
+	}
+	// Bad puts.
+	if _, err := c.PutFloat64s(ctx, data, []int64{7}); !errors.Is(err, phobos.ErrInvalidGraph) {
+		t.Fatalf("put with a wrong shape: %v", err)
+	}
+}

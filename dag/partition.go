@@ -90,3 +90,11 @@ func Partition(obj []byte, p int) ([]byte, error) {
 func PartObjectID(id ObjectID, p int) ObjectID {
 	return NewObjectID(id.Subtask(), 1<<31|uint32(p)<<8|id.Output()&0xff)
 }
+
+// ExternalReader is an op whose chunks read objects no subtask makes,
+// such as data a driver put on a raylet: the head adds those objects to the
+// inputs of the subtask that runs the chunk, after the chunk's own inputs.
+type ExternalReader interface {
+	Op
+	ExternalInputs(args []byte) []ObjectID
+}

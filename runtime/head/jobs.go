@@ -600,3 +600,35 @@ func (s *Server) listJobs() wire.ListJobs {
 	}
 	return out
 }
+
+// putObject records an object a driver stored on a raylet.
+func (s *Server) putObject(req wire.PutObject) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sched == nil {
+		return s.notLeader()
+	}
+	r, ok := s.sched.Raylet(req.Raylet)
+	if !ok || int(r) >= len(s.raylets) || s.raylets[r] == nil {
+		return dag.Errorf(dag.KindNotFound, "put %s: raylet %q is not connected to the leader; put the object again", req.ID, req.Raylet)
+	}
+	s.sched.AddPut(req.ID, r, req.Size)
+	return nil
+}
+
+// releaseObject forgets a driver's object and frees it on its raylet.
+func (s *Server) releaseObject(id dag.ObjectID) error {
+	s.mu.Lock()
+	if s.sched == nil {
+		s.mu.Unlock()
+		return s.notLeader()
+	}
+	fx, ok := s.sched.ReleasePut(id)
+	work := s.effectsLocked(fx)
+	s.mu.Unlock()
+	s.do(work)
+	if !ok {
+		return dag.Errorf(dag.KindNotFound, "object %s is not a put object the leader knows (released already?)", id)
+	}
+	return nil
+}

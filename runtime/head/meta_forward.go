@@ -330,7 +330,8 @@ func allocated(r raftmeta.Result) wire.Allocated {
 // proxied lists the driver methods a follower passes on to the leader.
 func proxied(m transport.Method) bool {
 	switch m {
-	case wire.MethodSubmitJob, wire.MethodWaitJob, wire.MethodCancelJob, wire.MethodReleaseJob, wire.MethodListJobs:
+	case wire.MethodSubmitJob, wire.MethodWaitJob, wire.MethodCancelJob, wire.MethodReleaseJob, wire.MethodListJobs,
+		wire.MethodPutObject, wire.MethodReleaseObject:
 		return true
 	}
 	return false

@@ -75,6 +75,9 @@ type Scheduler struct {
 	// held are objects raylets reported holding for stages not (yet)
 	// known: after a head failover, raylets register before jobs resume.
 	held map[StageKey][]heldAt
+	// puts are objects drivers put on raylets, which graphs read through
+	// ops that are dag.ExternalReaders.
+	puts map[dag.ObjectID]*putObj
 
 	fx Effects
 
@@ -154,6 +157,7 @@ func NewScheduler() *Scheduler {
 		Retries: DefaultRetries, Broadcast: DefaultBroadcast, StealBytes: DefaultStealBytes,
 		byID: map[string]int32{}, jobs: map[StageKey]*job{},
 		tasks: map[dag.TaskID][]*job{}, held: map[StageKey][]heldAt{},
+		puts: map[dag.ObjectID]*putObj{},
 	}
 }
 
@@ -507,6 +511,24 @@ func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
 			}
 			s.refBuf = append(s.refBuf, wire.ExternalInput(k))
 		}
+		if o, ok := dag.Ops.Lookup(n.Op); ok {
+			if er, ok := o.(dag.ExternalReader); ok {
+				for _, id := range er.ExternalInputs(op.Args) {
+					s.refBuf = append(s.refBuf, wire.ExternalInput(len(s.inBuf)-in0))
+					l0 := len(s.locBuf)
+					size := int64(0)
+					if p, ok := s.putAt(id); ok {
+						size = p.size
+						for _, w := range append([]int32{p.r}, p.copies...) {
+							if s.raylets[w].alive {
+								s.locBuf = append(s.locBuf, s.raylets[w].addr)
+							}
+						}
+					}
+					s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
+				}
+			}
+		}
 		op.Inputs = s.refBuf[r0:len(s.refBuf):len(s.refBuf)]
 	}
 	sp := wire.SubtaskSpec{ID: sg.ID(i), Attempt: int(j.attempts[i]), Ops: ops}
@@ -629,6 +651,8 @@ func (s *Scheduler) markFinished(j *job, i, r int32, sizes []int64, fetched []da
 	for _, id := range fetched {
 		if pj, pi, ok := s.lookup(id.Subtask()); ok && pj == j && j.where[pi] != r && !contains(j.copies[pi], r) {
 			j.copies[pi] = append(j.copies[pi], r)
+		} else if p, ok := s.puts[id]; ok && p.r != r && !contains(p.copies, r) {
+			p.copies = append(p.copies, r)
 		}
 	}
 	j.state[i] = Finished
@@ -874,6 +898,16 @@ func (s *Scheduler) LoseRaylet(r int32) *Effects {
 	rv.alive = false
 	rv.running = 0
 	rv.queue = rv.queue[:0]
+	for id, p := range s.puts {
+		p.copies = remove(p.copies, r)
+		if p.r == r {
+			if len(p.copies) > 0 { // a copy survives: it becomes the object
+				p.r, p.copies = p.copies[0], p.copies[1:]
+				continue
+			}
+			delete(s.puts, id) // a driver's data cannot be rebuilt: readers will fail saying so
+		}
+	}
 	for _, j := range s.jobs {
 		for i := int32(0); i < int32(len(j.state)); i++ {
 			if cs := j.copies[i]; len(cs) > 0 {
@@ -989,6 +1023,62 @@ func (s *Scheduler) available(j *job, p int32) bool {
 		}
 	}
 	return false
+}
+
+// putObj is an object a driver put on raylet r; copies are the raylets
+// that fetched it to run subtasks.
+type putObj struct {
+	r      int32
+	size   int64
+	copies []int32
+}
+
+// AddPut records an object a driver put on raylet r.
+func (s *Scheduler) AddPut(id dag.ObjectID, r int32, size int64) {
+	s.puts[id] = &putObj{r: r, size: size}
+}
+
+// ReleasePut forgets a put object and frees it on its raylet and every
+// copy. It reports whether the object was known.
+func (s *Scheduler) ReleasePut(id dag.ObjectID) (*Effects, bool) {
+	fx := s.begin()
+	p, ok := s.putAt(id)
+	if !ok {
+		return fx, false
+	}
+	delete(s.puts, id)
+	key := StageKey{id.Subtask().Task(), id.Subtask().Stage()}
+	if hs := s.held[key]; len(hs) > 0 {
+		out := hs[:0]
+		for _, h := range hs {
+			if h.id != id {
+				out = append(out, h)
+			}
+		}
+		s.held[key] = out
+	}
+	ids := []dag.ObjectID{id}
+	s.freeOn(p.r, ids)
+	for _, c := range p.copies {
+		s.freeOn(c, ids)
+	}
+	return fx, true
+}
+
+// putAt finds a put object: registered with this leader, or reported held
+// by a raylet (after a failover, drivers do not register again).
+func (s *Scheduler) putAt(id dag.ObjectID) (*putObj, bool) {
+	if p, ok := s.puts[id]; ok {
+		return p, true
+	}
+	for _, h := range s.held[StageKey{id.Subtask().Task(), id.Subtask().Stage()}] {
+		if h.id == id {
+			p := &putObj{r: h.r, size: h.size}
+			s.puts[id] = p
+			return p, true
+		}
+	}
+	return nil, false
 }
 
 // heldAt is an object a raylet reported holding.

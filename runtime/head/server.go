@@ -404,6 +404,18 @@ func (s *Server) HandleCall(ctx context.Context, sess *transport.Session, m tran
 		return struct{}{}, s.releaseJob(req.Task)
 	case wire.MethodListJobs:
 		return s.listJobs(), nil
+	case wire.MethodPutObject:
+		var req wire.PutObject
+		if err := b.Decode(&req); err != nil {
+			return nil, err
+		}
+		return struct{}{}, s.putObject(req)
+	case wire.MethodReleaseObject:
+		var req wire.ObjectRefMsg
+		if err := b.Decode(&req); err != nil {
+			return nil, err
+		}
+		return struct{}{}, s.releaseObject(req.ID)
 	case wire.MethodGoodbye:
 		s.mu.Lock()
 		if r, ok := s.bySess[sess]; ok && s.raylets[r] != nil {

@@ -104,6 +104,8 @@ func (r *Raylet) serveStream(st net.Conn) {
 		r.sendObject(st, &req)
 	case wire.StreamLocateObject:
 		r.lendObject(st, &req)
+	case wire.StreamPutObject:
+		r.receivePut(st, &req)
 	default:
 		transport.WriteMsg(st, wire.ObjectHeader{Kind: dag.KindInvalidArgument,
 			Error: fmt.Sprintf("raylet %s: unknown stream request kind %d; is the peer running the same phobos release?", r.id, req.Kind)})

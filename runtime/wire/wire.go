@@ -36,6 +36,10 @@ const (
 	MethodReleaseJob transport.Method = 22
 	MethodCancelJob  transport.Method = 23
 	MethodListJobs   transport.Method = 24
+	// MethodPutObject registers an object a driver put on a raylet;
+	// MethodReleaseObject forgets it and frees it there.
+	MethodPutObject     transport.Method = 25
+	MethodReleaseObject transport.Method = 26
 )
 
 // Methods a head sends to a raylet over the raylet's session.
@@ -334,6 +338,28 @@ type StreamRequest struct {
 	// shuffle read; see dag.PartitionRange) instead of a byte range: the
 	// header then gives the part's size and a Bytes meta of it.
 	Part int32 `cbor:"6,keyasint,omitempty"`
+	// Size and Meta describe the object a StreamPutObject carries.
+	Size int64  `cbor:"7,keyasint,omitempty"`
+	Meta []byte `cbor:"8,keyasint,omitempty"`
+}
+
+// StreamPutObject stores a driver's object on a raylet: after the request
+// (ID, Size, Meta) come Size raw bytes and an ObjectTrailer with their
+// CRC-32C; the raylet answers one ObjectHeader (Size set on success, Kind
+// and Error otherwise) once the object is sealed.
+const StreamPutObject = 3
+
+// PutObject registers an object a driver stored on a raylet, so that
+// graphs can read it (see dag.ExternalReader).
+type PutObject struct {
+	ID     dag.ObjectID `cbor:"1,keyasint"`
+	Raylet string       `cbor:"2,keyasint"` // the raylet's ID
+	Size   int64        `cbor:"3,keyasint"`
+}
+
+// ObjectRefMsg names one object.
+type ObjectRefMsg struct {
+	ID dag.ObjectID `cbor:"1,keyasint"`
 }
 
 // Range returns the byte range of an object of size bytes that r asks
