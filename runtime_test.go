@@ -297,13 +297,41 @@ func TestPutObject(t *testing.T) {
 	if err := o.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A released object is gone: a job reading it fails, saying which.
+	// A released object is gone: a job reading it is refused, naming it.
 	_, err = c.Run(ctx, tensor.FromObject(o.ID, o.Meta).Sum())
-	if err == nil || !strings.Contains(err.Error(), o.ID.String()) {
+	if !errors.Is(err, phobos.ErrNotFound) || !strings.Contains(err.Error(), o.ID.String()) {
 		t.Fatalf("job reading a released object: %v", err)
 	}
 	// Bad puts.
 	if _, err := c.PutFloat64s(ctx, data, []int64{7}); !errors.Is(err, phobos.ErrInvalidGraph) {
 		t.Fatalf("put with a wrong shape: %v", err)
+	}
+}
+
+// TestWaitAfterRelease: fetching a job's results after releasing them is
+// a clear not-found error, not a silent recomputation.
+func TestWaitAfterRelease(t *testing.T) {
+	c, ctx := local(t, 1)
+	j, err := c.Submit(ctx, tensor.Ones([]int64{100}, tensor.Chunks(10)).Sum())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Wait(ctx); err != nil { // Wait releases the results
+		t.Fatal(err)
+	}
+	_, err = j.Wait(ctx)
+	if !errors.Is(err, phobos.ErrNotFound) || !strings.Contains(err.Error(), "released") {
+		t.Fatalf("second Wait: %v", err)
+	}
+	// A failed job's Wait returns its error every time.
+	flakyFailures.Store(1000)
+	fj, err := c.Submit(ctx, flakyGraph())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := fj.Wait(ctx); !errors.Is(err, phobos.ErrFatal) || !strings.Contains(err.Error(), "flux capacitor") {
+			t.Fatalf("wait %d on a failed job: %v", i, err)
+		}
 	}
 }

@@ -211,6 +211,9 @@ func (s *Server) submit(ctx context.Context, req wire.SubmitJob) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
 	}
+	if err := s.checkExternal(&req.Graph); err != nil {
+		return nil, err
+	}
 	graph, err := codec.Marshal(req.Graph)
 	if err != nil {
 		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: encode graph: %w", err)
@@ -444,7 +447,10 @@ func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
 		// running it is being resumed; if it succeeded within its result TTL
 		// its results may still be on the raylets: resume it to locate
 		// them (or rebuild them if they were lost).
-		if rec, ok := s.node.Job(req.Task); ok && (!rec.Status.Terminal() || s.resultsMayExist(rec)) {
+		s.mu.Lock()
+		_, released := s.released[req.Task]
+		s.mu.Unlock()
+		if rec, ok := s.node.Job(req.Task); ok && (!rec.Status.Terminal() || (s.resultsMayExist(rec) && !released)) {
 			if err := s.resumeJob(ctx, rec); err != nil {
 				return nil, err
 			}
@@ -577,6 +583,12 @@ func (s *Server) releaseJob(task dag.TaskID) error {
 	if ok {
 		delete(s.jobMeta, task)
 		delete(s.stagers, task)
+		s.released[task] = time.Now()
+		for t, at := range s.released { // remembered for a day, at most 100,000
+			if time.Since(at) > 24*time.Hour || len(s.released) > 100_000 {
+				delete(s.released, t)
+			}
+		}
 	}
 	s.mu.Unlock()
 	s.do(work)
@@ -629,6 +641,34 @@ func (s *Server) releaseObject(id dag.ObjectID) error {
 	s.do(work)
 	if !ok {
 		return dag.Errorf(dag.KindNotFound, "object %s is not a put object the leader knows (released already?)", id)
+	}
+	return nil
+}
+
+// checkExternal refuses a graph that reads objects the cluster does not
+// know (released, or put through another cluster's client).
+func (s *Server) checkExternal(g *dag.TileableGraph) error {
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		o, ok := dag.Ops.Lookup(n.Op)
+		if !ok {
+			continue
+		}
+		er, ok := o.(dag.ExternalReader)
+		if !ok {
+			continue
+		}
+		for _, id := range er.ExternalInputs(n.Args) {
+			s.mu.Lock()
+			known := false
+			if s.sched != nil {
+				_, known = s.sched.putAt(id)
+			}
+			s.mu.Unlock()
+			if !known {
+				return dag.Errorf(dag.KindNotFound, "submit: %s reads object %s, which this cluster does not hold: it was released, or put through a client of another cluster; put it again", g.Describe(int32(i)), id)
+			}
+		}
 	}
 	return nil
 }

@@ -79,6 +79,7 @@ type Server struct {
 	starting map[dag.TaskID]chan struct{}
 	jobMeta  map[dag.TaskID]*jobMeta
 	stagers  map[dag.TaskID]*stager
+	released map[dag.TaskID]time.Time // jobs whose results a driver released
 
 	meta metaState // forwarding and membership (meta_forward.go)
 }
@@ -162,6 +163,7 @@ func Start(cfg Config) (*Server, error) {
 		starting: map[dag.TaskID]chan struct{}{},
 		jobMeta:  map[dag.TaskID]*jobMeta{},
 		stagers:  map[dag.TaskID]*stager{},
+		released: map[dag.TaskID]time.Time{},
 	}
 	s.startMeta()
 	s.wg.Add(3)
