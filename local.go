@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/phobos-project/phobos/internal/ctxutil"
 	"github.com/phobos-project/phobos/objectstore"
 	"github.com/phobos-project/phobos/raftmeta"
 	"github.com/phobos-project/phobos/runtime/head"
@@ -128,7 +129,7 @@ func (c *Client) waitRaylets(ctx context.Context, n int) error {
 		if alive >= n {
 			return nil
 		}
-		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+		if err := ctxutil.Sleep(ctx, 5*time.Millisecond); err != nil {
 			return fmt.Errorf("phobos: %d of %d raylets registered: %w", alive, n, err)
 		}
 	}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/ctxutil"
 	"github.com/phobos-project/phobos/runtime/leader"
 	"github.com/phobos-project/phobos/runtime/raylet"
 	"github.com/phobos-project/phobos/runtime/wire"
@@ -352,7 +352,7 @@ func (j *Job) Progress(ctx context.Context, interval time.Duration) <-chan Progr
 			if !st.Terminal() && st.Finished == last.Finished {
 				// WaitJob returns at once for a job another head resumes:
 				// do not spin.
-				if sleepCtx(ctx, interval/4) != nil {
+				if ctxutil.Sleep(ctx, interval/4) != nil {
 					return
 				}
 			}
@@ -407,19 +407,9 @@ func (j *Job) Done(ctx context.Context) (wire.JobStatus, error) {
 // matches ErrFatal or ErrCancelled.
 func (j *Job) Wait(ctx context.Context) (*Result, error) {
 	for {
-		var st wire.JobStatus
-		if err := j.c.head.Call(ctx, wire.MethodWaitJob, wire.WaitJob{Task: j.Task, Timeout: 10 * time.Second}, &st); err != nil {
-			return nil, fmt.Errorf("phobos: wait for job %d: %w", j.Task, err)
-		}
-		if !st.Terminal() {
-			continue
-		}
-		if st.Status != "SUCCEEDED" || st.Error != "" {
-			kind := st.Kind
-			if kind == 0 {
-				kind = dag.KindFatal
-			}
-			return nil, dag.Errorf(kind, "phobos: job %d %s: %s", j.Task, strings.ToLower(st.Status), st.Error)
+		st, err := j.Done(ctx)
+		if err != nil {
+			return nil, err
 		}
 		vals, err := j.c.fetchAll(ctx, st.Results)
 		if err != nil {
@@ -427,7 +417,7 @@ func (j *Job) Wait(ctx context.Context) (*Result, error) {
 				// A holder died after the job ended; the head rebuilds lost
 				// results, so wait again.
 				j.c.log.Debug("result fetch failed; waiting for the job again", "task", j.Task, "err", err)
-				if serr := sleepCtx(ctx, 100*time.Millisecond); serr != nil {
+				if serr := ctxutil.Sleep(ctx, 100*time.Millisecond); serr != nil {
 					return nil, err
 				}
 				continue
@@ -599,7 +589,7 @@ func (c *Client) peer(ctx context.Context, addr string) (*transport.Session, err
 	if err != nil {
 		return nil, err
 	}
-	s.Serve(nopHandler{})
+	s.Serve(nil) // a driver serves nothing
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.peers[addr]; ok && old.Err() == nil {
@@ -608,23 +598,4 @@ func (c *Client) peer(ctx context.Context, addr string) (*transport.Session, err
 	}
 	c.peers[addr] = s
 	return s, nil
-}
-
-type nopHandler struct{}
-
-func (nopHandler) HandleCall(ctx context.Context, s *transport.Session, m transport.Method, b transport.Body) (any, error) {
-	return nil, dag.Errorf(dag.KindInvalidArgument, "a driver serves no calls")
-}
-func (nopHandler) HandleMessage(*transport.Session, transport.Method, transport.Body) {}
-func (nopHandler) HandleStream(s *transport.Session, st net.Conn)                     { st.Close() }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

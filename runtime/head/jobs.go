@@ -8,6 +8,7 @@ import (
 
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/internal/codec"
+	"github.com/phobos-project/phobos/internal/ctxutil"
 	"github.com/phobos-project/phobos/lowering"
 	"github.com/phobos-project/phobos/raftmeta"
 	"github.com/phobos-project/phobos/runtime/wire"
@@ -141,12 +142,9 @@ func (s *Server) recordEnd(e endedJob) {
 	if e.err != nil {
 		msg = e.err.Error()
 	}
-	req := raftmeta.NewRequestID()
 	var err error
 	if rec, ok := s.node.Job(e.task); !ok || !rec.Status.Terminal() {
-		err = retry(s.ctx, func(ctx context.Context) error {
-			return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: e.task, Status: e.status, Error: msg, Results: e.results, Time: time.Now()})
-		})
+		err = s.setStatus(s.ctx, raftmeta.SetJobStatus{Task: e.task, Status: e.status, Error: msg, Results: e.results})
 	}
 	if err != nil {
 		s.log.Warn("record job outcome", "task", e.task, "status", e.status, "err", err)
@@ -279,10 +277,7 @@ func (s *Server) startJob(ctx context.Context, task dag.TaskID, tiled *lowering.
 		return fmt.Errorf("job %d: %w", task, err)
 	}
 	if rec.Status == raftmeta.JobSubmitted {
-		req := raftmeta.NewRequestID()
-		if err := retry(ctx, func(ctx context.Context) error {
-			return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: task, Status: raftmeta.JobRunning, Time: time.Now()})
-		}); err != nil {
+		if err := s.setStatus(ctx, raftmeta.SetJobStatus{Task: task, Status: raftmeta.JobRunning}); err != nil {
 			return fmt.Errorf("job %d: mark running: %w", task, err)
 		}
 	}
@@ -419,13 +414,17 @@ func (s *Server) advance(task dag.TaskID) {
 
 // failJob records a job that could not even be scheduled.
 func (s *Server) failJob(task dag.TaskID, cause error) {
-	req := raftmeta.NewRequestID()
-	err := retry(s.ctx, func(ctx context.Context) error {
-		return s.node.SetJobStatus(ctx, req, raftmeta.SetJobStatus{Task: task, Status: raftmeta.JobFailed, Error: cause.Error(), Time: time.Now()})
-	})
-	if err != nil {
+	if err := s.setStatus(s.ctx, raftmeta.SetJobStatus{Task: task, Status: raftmeta.JobFailed, Error: cause.Error()}); err != nil {
 		s.log.Warn("record failed job", "task", task, "err", err)
 	}
+}
+
+// setStatus commits a job status change, retrying an unknown outcome
+// under the same request ID (so it applies once).
+func (s *Server) setStatus(ctx context.Context, st raftmeta.SetJobStatus) error {
+	req := raftmeta.NewRequestID()
+	st.Time = time.Now()
+	return retry(ctx, func(ctx context.Context) error { return s.node.SetJobStatus(ctx, req, st) })
 }
 
 // waitJob waits for a job to end (up to req.Timeout) and reports it.
@@ -450,7 +449,9 @@ func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
 		s.mu.Lock()
 		_, released := s.released[req.Task]
 		s.mu.Unlock()
-		if rec, ok := s.node.Job(req.Task); ok && (!rec.Status.Terminal() || (s.resultsMayExist(rec) && !released)) {
+		// A released job has ended, whatever Raft says yet (its outcome may
+		// still be on its way there).
+		if rec, ok := s.node.Job(req.Task); ok && !released && (!rec.Status.Terminal() || s.resultsMayExist(rec)) {
 			if err := s.resumeJob(ctx, rec); err != nil {
 				return nil, err
 			}
@@ -476,7 +477,15 @@ func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
 			}
 		}
 	}
-	return s.jobStatus(req.Task)
+	st, err := s.jobStatus(req.Task)
+	if err == nil && !st.Terminal() && !running && !starting && req.Timeout > 0 {
+		// Nothing here to wait on (the job's end is on its way to Raft, or
+		// another head runs it): pace the caller instead of letting it spin.
+		if ctxutil.Sleep(ctx, min(req.Timeout, 50*time.Millisecond)) == nil {
+			st, err = s.jobStatus(req.Task)
+		}
+	}
+	return st, err
 }
 
 // resultsMayExist reports whether a succeeded job's results could still be

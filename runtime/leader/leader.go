@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/ctxutil"
 	"github.com/phobos-project/phobos/runtime/wire"
 	"github.com/phobos-project/phobos/transport"
 )
@@ -161,11 +161,7 @@ func (c *Conn) connect(ctx context.Context, heads []string) (*transport.Session,
 			lastErr = fmt.Errorf("head %s: %w", addr, err)
 			continue
 		}
-		if c.cfg.Handler != nil {
-			s.Serve(c.cfg.Handler)
-		} else {
-			s.Serve(nopHandler{})
-		}
+		s.Serve(c.cfg.Handler) // nil refuses the peer's calls and streams
 		var ld wire.Leader
 		if err := s.Call(ctx, wire.MethodLeader, struct{}{}, &ld); err != nil {
 			s.Close()
@@ -286,24 +282,12 @@ func (c *Conn) Close() error {
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return dag.Errorf(dag.KindDeadlineExceeded, "%w", ctx.Err())
+	if err := ctxutil.Sleep(ctx, d); err != nil {
+		return dag.Errorf(dag.KindDeadlineExceeded, "%w", err)
 	}
+	return nil
 }
 
 func jitter(d time.Duration) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d)/2+1))
 }
-
-type nopHandler struct{}
-
-func (nopHandler) HandleCall(ctx context.Context, s *transport.Session, m transport.Method, b transport.Body) (any, error) {
-	return nil, dag.Errorf(dag.KindInvalidArgument, "method %d is not served here", m)
-}
-func (nopHandler) HandleMessage(s *transport.Session, m transport.Method, b transport.Body) {}
-func (nopHandler) HandleStream(s *transport.Session, st net.Conn)                           { st.Close() }

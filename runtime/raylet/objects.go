@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/ctxutil"
 	"github.com/phobos-project/phobos/objectstore"
 	"github.com/phobos-project/phobos/runtime/wire"
 	"github.com/phobos-project/phobos/transport"
@@ -353,7 +354,7 @@ func (p *peers) session(ctx context.Context, addr string, slot int) (*transport.
 	if err != nil {
 		return nil, err
 	}
-	s.Serve(peerHandler{})
+	s.Serve(nil) // we only read from peers on sessions we dial
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old, ok := p.sessions[key]; ok && old.Err() == nil {
@@ -436,7 +437,7 @@ func (p *peers) fetchAny(ctx context.Context, store *objectstore.Store, in *wire
 			return dag.Errorf(dag.KindNotFound, "fetch %s: no location has it: %w", in.Object, errors.Join(errs...))
 		}
 		if round < fetchRounds {
-			if sleepCtx(ctx, backoff) != nil {
+			if ctxutil.Sleep(ctx, backoff) != nil {
 				return dag.Errorf(dag.KindCancelled, "fetch %s: %w", in.Object, ctx.Err())
 			}
 			backoff *= 4

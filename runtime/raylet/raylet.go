@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/ctxutil"
 	"github.com/phobos-project/phobos/objectstore"
 	"github.com/phobos-project/phobos/runtime/leader"
 	"github.com/phobos-project/phobos/runtime/wire"
@@ -316,7 +317,7 @@ func (r *Raylet) pullLoop() {
 				return
 			}
 			r.log.Warn("pull from head failed", "err", err)
-			if sleepCtx(r.ctx, backoff) != nil {
+			if ctxutil.Sleep(r.ctx, backoff) != nil {
 				return
 			}
 			backoff = min(2*backoff, time.Second)
@@ -497,7 +498,7 @@ func (r *Raylet) flushLoop() {
 			r.mu.Lock()
 			r.pending = append(batch, r.pending...)
 			r.mu.Unlock()
-			if sleepCtx(r.ctx, 50*time.Millisecond) != nil {
+			if ctxutil.Sleep(r.ctx, 50*time.Millisecond) != nil {
 				return
 			}
 			r.signalFlush()
@@ -525,17 +526,6 @@ func (r *Raylet) heartbeatLoop() {
 		if err := s.Send(wire.MethodHeartbeat, wire.Heartbeat{Store: r.storeStats(), Running: running}); err != nil {
 			r.log.Debug("heartbeat", "err", err)
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
