@@ -382,10 +382,14 @@ func (j *Job) Status(ctx context.Context) (wire.JobStatus, error) {
 
 // Done waits for the job to end without fetching its outputs, and returns
 // its final status; a failed or cancelled job returns its error too.
-func (j *Job) Done(ctx context.Context) (wire.JobStatus, error) {
+func (j *Job) Done(ctx context.Context) (wire.JobStatus, error) { return j.done(ctx, false) }
+
+// done waits for the job to end; with results, a succeeded job's answer
+// locates its results.
+func (j *Job) done(ctx context.Context, results bool) (wire.JobStatus, error) {
 	for {
 		var st wire.JobStatus
-		if err := j.c.head.Call(ctx, wire.MethodWaitJob, wire.WaitJob{Task: j.Task, Timeout: 10 * time.Second}, &st); err != nil {
+		if err := j.c.head.Call(ctx, wire.MethodWaitJob, wire.WaitJob{Task: j.Task, Timeout: 10 * time.Second, Results: results}, &st); err != nil {
 			return st, fmt.Errorf("phobos: wait for job %d: %w", j.Task, err)
 		}
 		if !st.Terminal() {
@@ -407,7 +411,7 @@ func (j *Job) Done(ctx context.Context) (wire.JobStatus, error) {
 // matches ErrFatal or ErrCancelled.
 func (j *Job) Wait(ctx context.Context) (*Result, error) {
 	for {
-		st, err := j.Done(ctx)
+		st, err := j.done(ctx, true)
 		if err != nil {
 			return nil, err
 		}

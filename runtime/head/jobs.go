@@ -81,11 +81,7 @@ func (w *effectWork) add(s *Server, fx *Effects) {
 		switch info.Status {
 		case JobSucceeded:
 			e.status = raftmeta.JobSucceeded
-			for _, r := range info.Results {
-				for _, c := range r.Chunks {
-					e.results = append(e.results, c.ID)
-				}
-			}
+			e.results = s.sched.ResultIDs(t)
 		case JobFailed:
 			e.status = raftmeta.JobFailed
 		case JobCancelled:
@@ -477,12 +473,12 @@ func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
 			}
 		}
 	}
-	st, err := s.jobStatus(req.Task)
+	st, err := s.jobStatus(req.Task, req.Results)
 	if err == nil && !st.Terminal() && !running && !starting && req.Timeout > 0 {
 		// Nothing here to wait on (the job's end is on its way to Raft, or
 		// another head runs it): pace the caller instead of letting it spin.
 		if ctxutil.Sleep(ctx, min(req.Timeout, 50*time.Millisecond)) == nil {
-			st, err = s.jobStatus(req.Task)
+			st, err = s.jobStatus(req.Task, req.Results)
 		}
 	}
 	return st, err
@@ -504,10 +500,14 @@ func (s *Server) resultsMayExist(rec raftmeta.Job) bool {
 }
 
 // jobStatus reports a job from the scheduler if it is there, else from Raft.
-func (s *Server) jobStatus(task dag.TaskID) (wire.JobStatus, error) {
+func (s *Server) jobStatus(task dag.TaskID, results bool) (wire.JobStatus, error) {
 	s.mu.Lock()
 	if s.sched != nil {
-		if info, ok := s.sched.Job(task); ok {
+		info, ok := s.sched.Job(task)
+		if results {
+			info, ok = s.sched.JobResults(task)
+		}
+		if ok {
 			st := wire.JobStatus{Task: task, Status: info.Status.String(), Subtasks: info.Subtasks, Finished: info.Done, Results: info.Results}
 			if info.Err != nil {
 				st.Error, st.Kind = info.Err.Error(), dag.KindOf(info.Err)
@@ -577,7 +577,7 @@ func (s *Server) cancelJob(task dag.TaskID) (any, error) {
 			s.do(work)
 		})
 	}
-	return s.jobStatus(task)
+	return s.jobStatus(task, false)
 }
 
 // releaseJob frees a job's results.
@@ -612,7 +612,7 @@ func (s *Server) releaseJob(task dag.TaskID) error {
 func (s *Server) listJobs() wire.ListJobs {
 	var out wire.ListJobs
 	for _, rec := range s.node.Jobs() {
-		st, err := s.jobStatus(rec.Task)
+		st, err := s.jobStatus(rec.Task, false)
 		if err != nil {
 			st = recordStatus(rec)
 		}

@@ -1226,8 +1226,27 @@ type JobInfo struct {
 	Results []wire.ResultRef
 }
 
-// Job reports on a job.
-func (s *Scheduler) Job(task dag.TaskID) (JobInfo, bool) {
+// Job reports on a job, without locating its results (see Results).
+func (s *Scheduler) Job(task dag.TaskID) (JobInfo, bool) { return s.job(task, false) }
+
+// JobResults reports on a job and, if it succeeded, locates its results.
+func (s *Scheduler) JobResults(task dag.TaskID) (JobInfo, bool) { return s.job(task, true) }
+
+// ResultIDs lists the object IDs of a job's results (of its last stage
+// lowered), in output and grid order.
+func (s *Scheduler) ResultIDs(task dag.TaskID) []dag.ObjectID {
+	js := s.tasks[task]
+	if len(js) == 0 {
+		return nil
+	}
+	var ids []dag.ObjectID
+	for _, r := range js[len(js)-1].plan.Results {
+		ids = append(ids, r.Objects...)
+	}
+	return ids
+}
+
+func (s *Scheduler) job(task dag.TaskID, results bool) (JobInfo, bool) {
 	js := s.tasks[task]
 	if len(js) == 0 {
 		return JobInfo{}, false
@@ -1244,7 +1263,7 @@ func (s *Scheduler) Job(task dag.TaskID) (JobInfo, bool) {
 	if info.Status == JobSucceeded && !info.Final {
 		info.Status = JobRunning // more stages to come
 	}
-	if info.Status == JobSucceeded {
+	if info.Status == JobSucceeded && results {
 		for _, r := range last.plan.Results {
 			ref := wire.ResultRef{Meta: r.Meta, NSplits: r.NSplits, Chunks: make([]wire.ObjectRef, len(r.Objects))}
 			for k, id := range r.Objects {

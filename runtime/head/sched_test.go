@@ -103,7 +103,7 @@ func TestRunToCompletionFreesIntermediates(t *testing.T) {
 	if len(h.ended) != 1 || h.ended[0] != 1 {
 		t.Fatalf("ended %v", h.ended)
 	}
-	info, _ := h.s.Job(1)
+	info, _ := h.s.JobResults(1)
 	if info.Status != JobSucceeded || info.Done != p.Stage.Len() {
 		t.Fatalf("job %+v", info)
 	}
@@ -317,7 +317,7 @@ func TestLostRayletRebuildsThroughLineage(t *testing.T) {
 	h.take(h.s.LoseRaylet(0))
 	h.ok(0, last) // too late: A is lost, so this is ignored
 	h.drain(b)
-	info, _ := h.s.Job(1)
+	info, _ := h.s.JobResults(1)
 	if info.Status != JobSucceeded {
 		t.Fatalf("after losing raylet A the job is %v (%d/%d done)", info.Status, info.Done, info.Subtasks)
 	}
@@ -342,7 +342,7 @@ func TestLostResultIsRebuilt(t *testing.T) {
 		t.Fatalf("job %v after its result was lost", info.Status)
 	}
 	h.drain(b)
-	info, _ = h.s.Job(1)
+	info, _ = h.s.JobResults(1)
 	if info.Status != JobSucceeded || info.Results[0].Chunks[0].Locations[0] != "addr-B" {
 		t.Fatalf("job %+v", info)
 	}

@@ -236,6 +236,9 @@ type SubmitReply struct {
 type WaitJob struct {
 	Task    dag.TaskID    `cbor:"1,keyasint"`
 	Timeout time.Duration `cbor:"2,keyasint,omitempty"`
+	// Results asks for the located results of a succeeded job; without it
+	// the answer is the status alone (a job may have many result chunks).
+	Results bool `cbor:"3,keyasint,omitempty"`
 }
 
 // JobRef names a job.
