@@ -181,8 +181,11 @@ func (s *Session) closeWith(reason error) {
 		pend := s.pending
 		s.pending = nil
 		s.pmu.Unlock()
-		s.cancel()
+		// Close the connection before cancelling handlers, so that a handler
+		// ending because of the cancel cannot slip its reply ("context
+		// canceled") out ahead of the close its caller must see.
 		s.ys.Close()
+		s.cancel()
 		for _, c := range pend {
 			c.done <- s.closedErr(c.method, reason)
 		}
