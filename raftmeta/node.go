@@ -209,7 +209,13 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  hl.Named("transport"),
+		// No pipelined replication: raft v1.7's pipeline can deadlock when
+		// a follower rejects an append (its sender waits on a full channel
+		// whose reader has quit), so that follower gets heartbeats but no
+		// entries and Shutdown hangs (hashicorp/raft#612). Found by phobos
+		// chaos (blackhole-leader); pipelining gains little (raft#541).
+		MaxRPCsInFlight: 1,
+		Logger:          hl.Named("transport"),
 	})
 	closers = append(closers, trans.Close)
 

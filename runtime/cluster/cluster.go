@@ -45,6 +45,11 @@ type Spec struct {
 	SpillDir string
 	// HeadArgs and RayletArgs are extra flags for every head or raylet.
 	HeadArgs, RayletArgs []string
+	// Args, if set, returns extra flags for one process (kind "head" or
+	// "raylet"), after HeadArgs or RayletArgs, so a later flag overrides an
+	// earlier one: the fault-injection harness gives each process its own
+	// fault file, listen address and spill dir.
+	Args func(kind, id string) []string
 	// Env is added to every child's environment.
 	Env []string
 }
@@ -143,6 +148,9 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	for _, h := range c.Heads {
 		h.args = append([]string{"head", "--id", h.ID, "--listen", h.Addr, "--data-dir", h.DataDir,
 			"--peers", strings.Join(peers, ","), "--token-file", c.TokenFile}, spec.HeadArgs...)
+		if spec.Args != nil {
+			h.args = append(h.args, spec.Args(h.Kind, h.ID)...)
+		}
 		if err := c.start(h); err != nil {
 			c.Stop()
 			return nil, err
@@ -188,6 +196,9 @@ func (c *Cluster) AddRaylet() (*Proc, error) {
 		p.args = append(p.args, "--spill-dir", c.Spec.SpillDir)
 	}
 	p.args = append(p.args, c.Spec.RayletArgs...)
+	if c.Spec.Args != nil {
+		p.args = append(p.args, c.Spec.Args(p.Kind, p.ID)...)
+	}
 	c.Raylets = append(c.Raylets, p)
 	return p, c.start(p)
 }
@@ -252,8 +263,8 @@ func (p *Proc) Kill() error {
 	return nil
 }
 
-// Stop stops the process: SIGTERM, then SIGKILL after grace. It reports
-// whether it exited by itself, cleanly.
+// Stop stops the process: SIGTERM, then after grace SIGQUIT (a stack dump
+// in its log) and SIGKILL. It reports whether it exited by itself, cleanly.
 func (p *Proc) Stop(grace time.Duration) (clean bool) {
 	p.mu.Lock()
 	done := p.done
@@ -276,8 +287,17 @@ func (p *Proc) Stop(grace time.Duration) (clean bool) {
 		defer p.mu.Unlock()
 		return p.err == nil
 	case <-t.C:
-		_ = p.Signal(syscall.SIGKILL)
-		<-done
+		// SIGQUIT first: the Go runtime writes every goroutine's stack to
+		// the log, which shows what kept it from stopping.
+		_ = p.Signal(syscall.SIGQUIT)
+		q := time.NewTimer(2 * time.Second)
+		defer q.Stop()
+		select {
+		case <-done:
+		case <-q.C:
+			_ = p.Signal(syscall.SIGKILL)
+			<-done
+		}
 		return false
 	}
 }

@@ -375,7 +375,10 @@ func (s *Server) proxy(ctx context.Context, sess *transport.Session, m transport
 			if err == nil {
 				return out, true, nil
 			}
-			if !retryable(err) {
+			// The leader's own answer stands; but this head's wait running
+			// out (a leader that stopped answering) is "no leader", which
+			// the caller retries elsewhere, not the caller's deadline.
+			if !retryable(err) && ctx.Err() == nil {
 				return nil, true, err
 			}
 			last = fmt.Errorf("leader %s: %w", id, err)

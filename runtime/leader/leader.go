@@ -142,6 +142,12 @@ func (c *Conn) session(ctx context.Context) (*transport.Session, error) {
 	return s, err
 }
 
+// attemptTimeout bounds the dial and the leader question at one head, so a
+// head whose packets vanish (its machine gone without a reset) costs
+// seconds before the next head is tried, not the system's connect timeout
+// of about two minutes.
+const attemptTimeout = 3 * time.Second
+
 // connect asks the known heads who leads and connects to the leader.
 func (c *Conn) connect(ctx context.Context, heads []string) (*transport.Session, error) {
 	var lastErr error
@@ -153,8 +159,10 @@ func (c *Conn) connect(ctx context.Context, heads []string) (*transport.Session,
 			continue
 		}
 		tried[addr] = true
-		s, err := transport.Dial(ctx, addr, c.cfg.Transport)
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		s, err := transport.Dial(actx, addr, c.cfg.Transport)
 		if err != nil {
+			cancel()
 			if errors.Is(err, dag.ErrPermissionDenied) {
 				return nil, err // a wrong token will not get better
 			}
@@ -163,7 +171,9 @@ func (c *Conn) connect(ctx context.Context, heads []string) (*transport.Session,
 		}
 		s.Serve(c.cfg.Handler) // nil refuses the peer's calls and streams
 		var ld wire.Leader
-		if err := s.Call(ctx, wire.MethodLeader, struct{}{}, &ld); err != nil {
+		err = s.Call(actx, wire.MethodLeader, struct{}{}, &ld)
+		cancel()
+		if err != nil {
 			s.Close()
 			lastErr = fmt.Errorf("ask head %s for the leader: %w", addr, err)
 			continue
@@ -241,7 +251,10 @@ func (c *Conn) Call(ctx context.Context, m transport.Method, req, resp any) erro
 			return err
 		}
 		c.log.Debug("retrying call to the leader", "method", m, "err", err)
-		if errors.Is(err, dag.ErrNotLeader) || s.Err() != nil {
+		// Unavailable from a head we reached means it knows no leader (it
+		// was cut off and stepped down): look for the leader elsewhere
+		// rather than asking the same head again.
+		if errors.Is(err, dag.ErrNotLeader) || errors.Is(err, dag.ErrUnavailable) || s.Err() != nil {
 			c.drop(s)
 		}
 		if err := sleep(ctx, jitter(backoff)); err != nil {

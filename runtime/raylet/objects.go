@@ -35,6 +35,10 @@ const (
 	// fetchRounds bounds how often a fetch goes through all locations when
 	// transfers break or arrive corrupted.
 	fetchRounds = 3
+	// peerDialTimeout bounds one dial to a peer, so a peer whose packets
+	// vanish (its machine gone without a reset) fails a fetch in seconds
+	// rather than after the system's connect timeout of about two minutes.
+	peerDialTimeout = 3 * time.Second
 	// bulkWindow is the yamux receive window of sessions a raylet dials to
 	// fetch objects.
 	bulkWindow = 16 << 20
@@ -350,7 +354,9 @@ func (p *peers) session(ctx context.Context, addr string, slot int) (*transport.
 		}
 	}
 	p.mu.Unlock()
-	s, err := transport.Dial(ctx, addr, p.cfg)
+	dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
+	s, err := transport.Dial(dctx, addr, p.cfg)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
