@@ -24,6 +24,7 @@ const (
 	TypeDeleteJob        CommandType = 7
 	TypeRegisterRaylet   CommandType = 8
 	TypeDeregisterRaylet CommandType = 9
+	TypeReleaseJob       CommandType = 10
 )
 
 var commandTypeNames = [...]string{
@@ -36,6 +37,7 @@ var commandTypeNames = [...]string{
 	TypeDeleteJob:        "DeleteJob",
 	TypeRegisterRaylet:   "RegisterRaylet",
 	TypeDeregisterRaylet: "DeregisterRaylet",
+	TypeReleaseJob:       "ReleaseJob",
 }
 
 func (t CommandType) String() string {
@@ -65,7 +67,7 @@ func (id RequestID) IsZero() bool { return id == RequestID{} }
 func (id RequestID) String() string { return hex.EncodeToString(id[:]) }
 
 // Body is the payload of a command: one of AllocTask, AllocStage,
-// AllocSubtasks, SubmitJob, BeginStage, SetJobStatus, DeleteJob,
+// AllocSubtasks, SubmitJob, BeginStage, SetJobStatus, DeleteJob, ReleaseJob,
 // RegisterRaylet, DeregisterRaylet. The set is closed.
 type Body interface {
 	Type() CommandType
@@ -150,6 +152,12 @@ type DeleteJob struct {
 	Task dag.TaskID `cbor:"1,keyasint"`
 }
 
+// ReleaseJob records that a terminal job's results were released by its
+// driver, so that no leader keeps or rebuilds them.
+type ReleaseJob struct {
+	Task dag.TaskID `cbor:"1,keyasint"`
+}
+
 // RegisterRaylet records (or replaces) a raylet's identity and address.
 type RegisterRaylet struct {
 	Raylet Raylet `cbor:"1,keyasint"`
@@ -169,6 +177,7 @@ func (SetJobStatus) Type() CommandType     { return TypeSetJobStatus }
 func (DeleteJob) Type() CommandType        { return TypeDeleteJob }
 func (RegisterRaylet) Type() CommandType   { return TypeRegisterRaylet }
 func (DeregisterRaylet) Type() CommandType { return TypeDeregisterRaylet }
+func (ReleaseJob) Type() CommandType       { return TypeReleaseJob }
 
 func invalid(format string, args ...any) error {
 	return dag.Errorf(dag.KindInvalidArgument, format, args...)
@@ -241,6 +250,13 @@ func (c SetJobStatus) validate() error {
 func (c DeleteJob) validate() error {
 	if c.Task == 0 {
 		return invalid("delete job: task 0 is not a task ID")
+	}
+	return nil
+}
+
+func (c ReleaseJob) validate() error {
+	if c.Task == 0 {
+		return invalid("release job: task 0 is not a task ID")
 	}
 	return nil
 }
@@ -348,6 +364,8 @@ func decodeBody(typ CommandType, raw []byte) (Body, error) {
 		body, err = decodeAs[RegisterRaylet](raw)
 	case TypeDeregisterRaylet:
 		body, err = decodeAs[DeregisterRaylet](raw)
+	case TypeReleaseJob:
+		body, err = decodeAs[ReleaseJob](raw)
 	default:
 		return nil, invalid("decode command: unknown command type %d; is this head older than the leader that wrote it?", uint8(typ))
 	}

@@ -183,6 +183,16 @@ func (s *state) apply(b Body) (Result, error) {
 		delete(s.jobs, c.Task)
 		delete(s.tasks, c.Task)
 		return Result{Task: c.Task}, nil
+	case ReleaseJob:
+		j, ok := s.jobs[c.Task]
+		if !ok {
+			return Result{}, notFound("release job: task %d has no job record", c.Task)
+		}
+		if !j.Status.Terminal() {
+			return Result{}, invalid("release job %d: the job is %v; results are released after it ends", c.Task, j.Status)
+		}
+		j.Released = true
+		return Result{Task: c.Task}, nil
 	case RegisterRaylet:
 		r := c.Raylet
 		r.Registered = normTime(r.Registered)

@@ -216,6 +216,8 @@ func TestFSMRefusesInvalid(t *testing.T) {
 		{"begin stage without job", BeginStage{Task: 1, N: 1}, dag.KindNotFound},
 		{"begin stage of unknown task", BeginStage{Task: 77, N: 1}, dag.KindNotFound},
 		{"status of unknown job", SetJobStatus{Task: 77, Status: JobRunning}, dag.KindNotFound},
+		{"release of unknown job", ReleaseJob{Task: 77}, dag.KindNotFound},
+		{"release of running job", ReleaseJob{Task: running}, dag.KindInvalidArgument},
 		{"status of task without job", SetJobStatus{Task: 1, Status: JobRunning}, dag.KindNotFound},
 		{"status back to submitted", SetJobStatus{Task: running, Status: JobSubmitted}, dag.KindInvalidArgument},
 		{"status out of range", SetJobStatus{Task: running, Status: 9}, dag.KindInvalidArgument},
@@ -759,11 +761,25 @@ func TestStatusAndTypeNames(t *testing.T) {
 		{JobCancelled.String(), "CANCELLED"}, {JobStatus(0).String(), "JobStatus(0)"},
 		{JobStatus(6).String(), "JobStatus(6)"},
 		{TypeBeginStage.String(), "BeginStage"}, {CommandType(0).String(), "CommandType(0)"},
-		{CommandType(10).String(), "CommandType(10)"},
+		{TypeReleaseJob.String(), "ReleaseJob"}, {CommandType(11).String(), "CommandType(11)"},
 	}
 	for _, c := range cases {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+func TestReleaseJobRecorded(t *testing.T) {
+	h := newHarness(t, 0)
+	task := h.do(SubmitJob{Graph: []byte{1}, Time: t0}).Task
+	h.do(SetJobStatus{Task: task, Status: JobSucceeded, Time: t0})
+	if j, _ := h.f.Job(task); j.Released {
+		t.Fatal("a job is released before ReleaseJob")
+	}
+	h.do(ReleaseJob{Task: task})
+	h.do(ReleaseJob{Task: task}) // releasing twice is fine
+	if j, _ := h.f.Job(task); !j.Released || j.Status != JobSucceeded {
+		t.Fatalf("after ReleaseJob: %+v", j)
 	}
 }

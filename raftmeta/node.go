@@ -509,6 +509,12 @@ func (n *Node) DeleteJob(ctx context.Context, req RequestID, task dag.TaskID) er
 	return err
 }
 
+// ReleaseJob records that a terminal job's results were released.
+func (n *Node) ReleaseJob(ctx context.Context, req RequestID, task dag.TaskID) error {
+	_, err := n.Apply(ctx, Command{RequestID: req, Body: ReleaseJob{Task: task}})
+	return err
+}
+
 // RegisterRaylet records (or replaces) a raylet.
 func (n *Node) RegisterRaylet(ctx context.Context, req RequestID, r Raylet) error {
 	_, err := n.Apply(ctx, Command{RequestID: req, Body: RegisterRaylet{Raylet: r}})

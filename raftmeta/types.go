@@ -84,6 +84,8 @@ type Job struct {
 	Stages    []Stage        `cbor:"7,keyasint,omitempty"`
 	Submitted time.Time      `cbor:"8,keyasint"`
 	Finished  time.Time      `cbor:"9,keyasint"`
+	// Released says the driver released the results (ReleaseJob).
+	Released bool `cbor:"10,keyasint,omitempty"`
 }
 
 // Raylet is the replicated identity of one raylet: who it is and where to

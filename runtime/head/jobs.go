@@ -92,10 +92,9 @@ func (w *effectWork) add(s *Server, fx *Effects) {
 		if m := s.jobMeta[t]; m != nil && m.ended.IsZero() {
 			m.ended = time.Now()
 		}
-		if ch, ok := s.jobDone[t]; ok {
-			close(ch)
-			delete(s.jobDone, t)
-		}
+		// Waiters hear of the end once Raft has it (recordEnd): a leader cut
+		// off from the other heads must not report an outcome it cannot
+		// commit.
 		w.ended = append(w.ended, e)
 	}
 }
@@ -144,6 +143,13 @@ func (s *Server) recordEnd(e endedJob) {
 	}
 	if err != nil {
 		s.log.Warn("record job outcome", "task", e.task, "status", e.status, "err", err)
+	} else {
+		s.mu.Lock()
+		if ch, ok := s.jobDone[e.task]; ok {
+			close(ch)
+			delete(s.jobDone, e.task)
+		}
+		s.mu.Unlock()
 	}
 	ttl := s.cfg.ResultTTL
 	s.mu.Lock()
@@ -442,12 +448,7 @@ func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
 		// running it is being resumed; if it succeeded within its result TTL
 		// its results may still be on the raylets: resume it to locate
 		// them (or rebuild them if they were lost).
-		s.mu.Lock()
-		_, released := s.released[req.Task]
-		s.mu.Unlock()
-		// A released job has ended, whatever Raft says yet (its outcome may
-		// still be on its way there).
-		if rec, ok := s.node.Job(req.Task); ok && !released && (!rec.Status.Terminal() || s.resultsMayExist(rec)) {
+		if rec, ok := s.node.Job(req.Task); ok && !rec.Released && (!rec.Status.Terminal() || s.resultsMayExist(rec)) {
 			if err := s.resumeJob(ctx, rec); err != nil {
 				return nil, err
 			}
@@ -485,10 +486,9 @@ func (s *Server) waitJob(ctx context.Context, req wire.WaitJob) (any, error) {
 }
 
 // resultsMayExist reports whether a succeeded job's results could still be
-// held: its result TTL has not run out. (A release by the driver is not
-// recorded in Raft; a driver that released its results does not ask again.)
+// held: not released, and the result TTL has not run out.
 func (s *Server) resultsMayExist(rec raftmeta.Job) bool {
-	if rec.Status != raftmeta.JobSucceeded {
+	if rec.Status != raftmeta.JobSucceeded || rec.Released {
 		return false
 	}
 	ttl := s.cfg.ResultTTL
@@ -511,6 +511,12 @@ func (s *Server) jobStatus(task dag.TaskID, results bool) (wire.JobStatus, error
 			st := wire.JobStatus{Task: task, Status: info.Status.String(), Subtasks: info.Subtasks, Finished: info.Done, Results: info.Results}
 			if info.Err != nil {
 				st.Error, st.Kind = info.Err.Error(), dag.KindOf(info.Err)
+			}
+			if info.Status != JobRunning {
+				if rec, ok := s.node.Job(task); !ok || !rec.Status.Terminal() {
+					// Ended here, not yet in Raft: not an outcome to report.
+					st.Status, st.Error, st.Kind, st.Results = "RUNNING", "", 0, nil
+				}
 			}
 			if m := s.jobMeta[task]; m != nil {
 				st.Name, st.Submitted, st.Ended = m.opts.Name, m.submitted, m.ended
@@ -592,18 +598,22 @@ func (s *Server) releaseJob(task dag.TaskID) error {
 	if ok {
 		delete(s.jobMeta, task)
 		delete(s.stagers, task)
-		s.released[task] = time.Now()
-		for t, at := range s.released { // remembered for a day, at most 100,000
-			if time.Since(at) > 24*time.Hour || len(s.released) > 100_000 {
-				delete(s.released, t)
-			}
-		}
+	} else {
+		// Not scheduled here (a job a previous leader ran): free what
+		// raylets reported holding for it.
+		work.add(s, s.sched.FreeHeldTask(task))
 	}
 	s.mu.Unlock()
 	s.do(work)
-	if !ok {
-		if _, found := s.node.Job(task); !found {
-			return dag.Errorf(dag.KindNotFound, "job %d not found", task)
+	rec, found := s.node.Job(task)
+	if !found {
+		return dag.Errorf(dag.KindNotFound, "job %d not found", task)
+	}
+	if rec.Status.Terminal() && !rec.Released {
+		// Recorded so that no later leader keeps or rebuilds the results.
+		req := raftmeta.NewRequestID()
+		if err := retry(s.ctx, func(ctx context.Context) error { return s.node.ReleaseJob(ctx, req, task) }); err != nil {
+			s.log.Warn("record release", "task", task, "err", err)
 		}
 	}
 	return nil

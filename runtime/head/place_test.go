@@ -152,3 +152,46 @@ func TestReadyQueueOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestRetriesAvoidAFailingRaylet: a raylet that fails a subtask at once
+// (a full disk, say) must not draw its retries back, by placement or by
+// stealing them while idle.
+func TestRetriesAvoidAFailingRaylet(t *testing.T) {
+	h := newHarness(t, 3)
+	h.addJob(1, tensor.Ones([]int64{4}, tensor.Chunks(4)).Sum(), 3)
+	var bad int32 = -1
+	var sp []wire.SubtaskSpec
+	for r := int32(0); r < 3 && bad < 0; r++ {
+		if sp = h.pull(r, 1); len(sp) == 1 {
+			bad = r
+		}
+	}
+	h.fail(bad, sp[0], dag.KindResourceExhausted, "spill dir full")
+	// The bad raylet is idle and asks for work: it must not steal the retry.
+	if got := h.pull(bad, 10); len(got) != 0 {
+		t.Fatalf("the failing raylet took its retry back: %v", got)
+	}
+	var good int32 = -1
+	for r := int32(0); r < 3; r++ {
+		if r == bad {
+			continue
+		}
+		if sp = h.pull(r, 1); len(sp) == 1 {
+			good = r
+			break
+		}
+	}
+	if good < 0 {
+		t.Fatal("the retry went nowhere")
+	}
+	// It fails on a second raylet too: the third gets it, not the first.
+	h.fail(good, sp[0], dag.KindFatal, "transient")
+	if got := h.pull(bad, 10); len(got) != 0 {
+		t.Fatal("the first failing raylet took the second retry")
+	}
+	third := 3 - bad - good
+	if sp = h.pull(third, 1); len(sp) != 1 {
+		t.Fatalf("the third raylet did not get the retry")
+	}
+	h.ok(third, sp[0])
+}

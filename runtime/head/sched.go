@@ -79,6 +79,12 @@ type Scheduler struct {
 	// ops that are dag.ExternalReaders.
 	puts map[dag.ObjectID]*putObj
 
+	// KeepUnknown says whether objects of a task this scheduler does not
+	// know may still be wanted (a job not resumed yet, results not yet
+	// released, a driver's put objects): they are kept in the held stash;
+	// otherwise they are freed. Nil keeps everything.
+	KeepUnknown func(dag.TaskID) bool
+
 	fx Effects
 
 	// Dispatched specs are carved from these buffers, reused by each Pull:
@@ -141,6 +147,7 @@ type job struct {
 	where    []int32 // raylet queued on, running on, or holding the outputs
 	qseq     []uint64
 	copies   map[int32][]int32 // subtask -> other raylets holding its outputs
+	failedOn map[int32][]int32 // subtask -> raylets an attempt of it failed on
 	size     []int64           // per chunk: stored bytes of exported chunks
 	result   []bool            // per chunk: a result of the job
 	done     int               // subtasks finished or freed
@@ -219,7 +226,7 @@ func (s *Scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, ra
 		state: make([]State, n), attempts: make([]uint8, n),
 		waiting: make([]int32, n), pending: make([]int32, n),
 		where: make([]int32, n), qseq: make([]uint64, n),
-		copies: map[int32][]int32{},
+		copies: map[int32][]int32{}, failedOn: map[int32][]int32{},
 		size:   make([]int64, sg.Chunks.Len()),
 		result: make([]bool, sg.Chunks.Len()),
 	}
@@ -337,9 +344,21 @@ func (s *Scheduler) place(j *job, i int32, avoid int32) int32 {
 			held[w] += b
 		}
 	}
+	// A raylet where an attempt of i failed is passed over while another is
+	// alive: a raylet that fails fast (a full disk, a missing function)
+	// would otherwise draw every retry back to itself.
+	failed := j.failedOn[i]
+	shun := func(r int32) bool { return r == avoid || contains(failed, r) }
+	others := false
+	for r, rv := range s.raylets {
+		if rv.alive && !shun(int32(r)) {
+			others = true
+			break
+		}
+	}
 	best := int32(-1)
 	for r, rv := range s.raylets {
-		if !rv.alive || (int32(r) == avoid && s.aliveCount() > 1) {
+		if !rv.alive || (others && shun(int32(r))) || (!others && int32(r) == avoid && s.aliveCount() > 1) {
 			continue
 		}
 		if best < 0 || s.better(int32(r), best, held) {
@@ -430,15 +449,28 @@ func (s *Scheduler) steal(thief int32) (entry, bool) {
 		return entry{}, false
 	}
 	q := &s.raylets[victim].queue
-	for q.Len() > 0 {
+	var skipped [8]entry
+	n := 0
+	defer func() {
+		for _, e := range skipped[:n] {
+			q.push(e)
+		}
+	}()
+	for q.Len() > 0 && n < len(skipped) {
 		e := q.pop()
 		if !e.valid(victim) {
+			continue
+		}
+		if contains(e.j.failedOn[e.i], thief) {
+			skipped[n] = e // it failed on the thief: leave it where it was sent
+			n++
 			continue
 		}
 		if s.inputBytes(e.j, e.i) <= s.StealBytes {
 			return e, true
 		}
-		q.push(e) // too heavy to move: leave it and stop looking
+		skipped[n] = e // too heavy to move: leave it and stop looking
+		n++
 		return entry{}, false
 	}
 	return entry{}, false
@@ -584,9 +616,20 @@ func (s *Scheduler) appendLocations(out []string, j *job, p int32) []string {
 // Complete applies a raylet's report on one subtask attempt.
 func (s *Scheduler) Complete(r int32, c *wire.Completion) *Effects {
 	fx := s.begin()
+	// Inputs fetched for this attempt are copies on r, whether it worked or
+	// not: they are freed with their originals.
+	s.noteCopies(r, c.Fetched)
 	j, i, ok := s.lookup(c.ID)
 	if !ok {
-		return fx // a job that ended or was released
+		// A job that ended, was released, or that this leader has not
+		// resumed yet (work a previous leader dispatched): its outputs are
+		// held like any reported object, kept or freed by KeepUnknown.
+		if !c.Failed() {
+			for k, size := range c.Sizes {
+				s.unknownHeld(heldAt{r: r, id: dag.NewObjectID(c.ID, uint32(k)), size: size})
+			}
+		}
+		return fx
 	}
 	if (j.state[i] == Unscheduled || j.state[i] == Ready) && !c.Failed() && s.raylets[r].alive {
 		// Work a previous leader dispatched: the outputs exist on r, so keep
@@ -594,7 +637,7 @@ func (s *Scheduler) Complete(r int32, c *wire.Completion) *Effects {
 		if j.state[i] == Ready {
 			j.where[i] = -1 // its queue entry is now stale
 		}
-		s.markFinished(j, i, r, c.Sizes, c.Fetched)
+		s.markFinished(j, i, r, c.Sizes)
 		return fx
 	}
 	if j.where[i] != r || j.attempts[i] != uint8(c.Attempt) {
@@ -618,7 +661,7 @@ func (s *Scheduler) Complete(r int32, c *wire.Completion) *Effects {
 		s.failed(j, i, r, c)
 		return fx
 	}
-	s.markFinished(j, i, r, c.Sizes, c.Fetched)
+	s.markFinished(j, i, r, c.Sizes)
 	return fx
 }
 
@@ -641,18 +684,11 @@ func (s *Scheduler) discard(j *job, i, r int32, c *wire.Completion) {
 
 // markFinished records that subtask i's outputs (of the given sizes) are
 // stored on raylet r, wakes its readers and frees what is no longer read.
-func (s *Scheduler) markFinished(j *job, i, r int32, sizes []int64, fetched []dag.ObjectID) {
+func (s *Scheduler) markFinished(j *job, i, r int32, sizes []int64) {
 	outs := j.sg.OutputsOf(i)
 	for k, size := range sizes {
 		if k < len(outs) {
 			j.size[outs[k]] = size
-		}
-	}
-	for _, id := range fetched {
-		if pj, pi, ok := s.lookup(id.Subtask()); ok && pj == j && j.where[pi] != r && !contains(j.copies[pi], r) {
-			j.copies[pi] = append(j.copies[pi], r)
-		} else if p, ok := s.puts[id]; ok && p.r != r && !contains(p.copies, r) {
-			p.copies = append(p.copies, r)
 		}
 	}
 	j.state[i] = Finished
@@ -706,6 +742,9 @@ func (s *Scheduler) failed(j *job, i, r int32, c *wire.Completion) {
 		}
 	}
 	j.attempts[i]++
+	if !contains(j.failedOn[i], r) {
+		j.failedOn[i] = append(j.failedOn[i], r)
+	}
 	if int(j.attempts[i]) <= j.retries && j.status == JobRunning {
 		s.requeue(j, i, s.place(j, i, r))
 		return
@@ -1103,10 +1142,13 @@ func (s *Scheduler) AddHeld(r int32, held []wire.HeldObject) *Effects {
 	for key, hs := range byJob {
 		j, ok := s.jobs[key]
 		if !ok {
-			s.held[key] = append(s.held[key], hs...)
+			for _, h := range hs {
+				s.unknownHeld(h)
+			}
 			continue
 		}
 		if j.status != JobRunning {
+			s.settleHeld(j, hs)
 			continue
 		}
 		s.adoptHeld(j, hs)
@@ -1122,10 +1164,110 @@ func (s *Scheduler) AddHeld(r int32, held []wire.HeldObject) *Effects {
 	return fx
 }
 
+// unknownHeld deals with an object on raylet h.r of a task this
+// scheduler does not know: a put object's copy is tracked; otherwise the
+// object is kept in the stash (for a job that may be resumed, or results
+// that may be asked for) or freed, as KeepUnknown says.
+func (s *Scheduler) unknownHeld(h heldAt) {
+	if p, ok := s.puts[h.id]; ok {
+		if p.r != h.r && !contains(p.copies, h.r) {
+			p.copies = append(p.copies, h.r)
+		}
+		return
+	}
+	task := h.id.Subtask().Task()
+	if s.KeepUnknown == nil || s.KeepUnknown(task) {
+		key := StageKey{task, h.id.Subtask().Stage()}
+		for _, x := range s.held[key] {
+			if x.r == h.r && x.id == h.id {
+				return
+			}
+		}
+		s.held[key] = append(s.held[key], h)
+		return
+	}
+	s.freeOn(h.r, []dag.ObjectID{h.id})
+}
+
+// SweepHeld frees stashed objects that KeepUnknown no longer keeps (the
+// head calls it once it has resumed jobs after a failover, and then now
+// and then, as result TTLs run out).
+func (s *Scheduler) SweepHeld() *Effects {
+	fx := s.begin()
+	for key, hs := range s.held {
+		if s.KeepUnknown != nil && !s.KeepUnknown(key.Task) {
+			for _, h := range hs {
+				s.freeOn(h.r, []dag.ObjectID{h.id})
+			}
+			delete(s.held, key)
+		}
+	}
+	return fx
+}
+
+// FreeHeldTask frees every stashed object of a task (its results were
+// released, but this leader never scheduled it).
+func (s *Scheduler) FreeHeldTask(task dag.TaskID) *Effects {
+	fx := s.begin()
+	for key, hs := range s.held {
+		if key.Task != task {
+			continue
+		}
+		for _, h := range hs {
+			if _, isPut := s.puts[h.id]; !isPut {
+				s.freeOn(h.r, []dag.ObjectID{h.id})
+			}
+		}
+		delete(s.held, key)
+	}
+	return fx
+}
+
+// noteCopies records objects raylet r fetched to run a subtask as copies,
+// freed with their originals; a copy of an object already freed is freed
+// at once, and one of an unknown task is held as such.
+func (s *Scheduler) noteCopies(r int32, fetched []dag.ObjectID) {
+	for _, id := range fetched {
+		pj, pi, ok := s.lookup(id.Subtask())
+		switch {
+		case !ok:
+			s.unknownHeld(heldAt{r: r, id: id})
+		case pj.where[pi] == r || contains(pj.copies[pi], r):
+		case pj.state[pi] == Freed || pj.released:
+			s.freeOn(r, []dag.ObjectID{id})
+		default:
+			pj.copies[pi] = append(pj.copies[pi], r)
+		}
+	}
+}
+
+// settleHeld makes sure no object of j that a raylet reported is
+// forgotten where it lies: a copy of a finished subtask's outputs joins its
+// copies (freed with them); one of a subtask running on that raylet stays
+// (the attempt reuses it); anything else (a subtask queued, running
+// elsewhere, skipped or freed, or an incomplete set of outputs) is freed.
+func (s *Scheduler) settleHeld(j *job, held []heldAt) {
+	for _, h := range held {
+		jj, i, ok := s.lookup(h.id.Subtask())
+		if !ok || jj != j {
+			continue
+		}
+		switch {
+		case j.where[i] == h.r && (j.state[i] == Finished || j.state[i] == Running):
+		case contains(j.copies[i], h.r):
+		case j.state[i] == Finished && !j.released:
+			j.copies[i] = append(j.copies[i], h.r)
+		default:
+			s.freeOn(h.r, []dag.ObjectID{h.id})
+		}
+	}
+}
+
 // adoptHeld marks as finished every not-yet-started subtask of j whose
 // outputs are all held by one raylet, then skips subtasks nothing needs any
 // more: not a result, and every reader finished or skipped.
 func (s *Scheduler) adoptHeld(j *job, held []heldAt) {
+	defer s.settleHeld(j, held) // what is not adopted is tracked or freed
 	type got struct {
 		r     int32
 		n     int
@@ -1164,7 +1306,7 @@ func (s *Scheduler) adoptHeld(j *job, held []heldAt) {
 		if j.state[i] == Ready {
 			j.where[i] = -1 // stale queue entry
 		}
-		s.markFinished(j, i, g.r, g.sizes, nil)
+		s.markFinished(j, i, g.r, g.sizes)
 		adopted = true
 	}
 	if !adopted {

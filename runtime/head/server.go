@@ -79,7 +79,7 @@ type Server struct {
 	starting map[dag.TaskID]chan struct{}
 	jobMeta  map[dag.TaskID]*jobMeta
 	stagers  map[dag.TaskID]*stager
-	released map[dag.TaskID]time.Time // jobs whose results a driver released
+	resumed  bool // this leader's pass over unfinished jobs is done
 
 	meta metaState // forwarding and membership (meta_forward.go)
 }
@@ -163,7 +163,6 @@ func Start(cfg Config) (*Server, error) {
 		starting: map[dag.TaskID]chan struct{}{},
 		jobMeta:  map[dag.TaskID]*jobMeta{},
 		stagers:  map[dag.TaskID]*stager{},
-		released: map[dag.TaskID]time.Time{},
 	}
 	s.startMeta()
 	s.wg.Add(3)
@@ -240,6 +239,39 @@ func (s *Server) becomeLeaderLocked() {
 	if s.cfg.Retries > 0 {
 		s.sched.Retries = s.cfg.Retries
 	}
+	s.resumed = false
+	s.sched.KeepUnknown = s.keepUnknown
+}
+
+// keepUnknown is the scheduler's policy for objects raylets hold for tasks
+// it does not know: keep them until this leader has resumed unfinished
+// jobs; then keep those of jobs still running (being resumed), of
+// succeeded jobs whose results may still be asked for, and of tasks
+// without a job record (a driver's put objects). s.mu is held.
+func (s *Server) keepUnknown(task dag.TaskID) bool {
+	if !s.resumed {
+		return true
+	}
+	rec, ok := s.node.Job(task)
+	if !ok {
+		return true
+	}
+	if rec.Released {
+		return false
+	}
+	return !rec.Status.Terminal() || s.resultsMayExist(rec)
+}
+
+// sweep frees stashed objects nobody can want any more.
+func (s *Server) sweep() {
+	s.mu.Lock()
+	if s.sched == nil {
+		s.mu.Unlock()
+		return
+	}
+	work := s.effectsLocked(s.sched.SweepHeld())
+	s.mu.Unlock()
+	s.do(work)
 }
 
 func (s *Server) stepDownLocked() {
@@ -282,6 +314,10 @@ func (s *Server) resumeJobs() {
 			s.log.Warn("resume job", "task", rec.Task, "err", err)
 		}
 	}
+	s.mu.Lock()
+	s.resumed = true
+	s.mu.Unlock()
+	s.sweep() // objects of tasks no job here will claim
 }
 
 // resumeJob lowers a job again from its Raft record and schedules it; the
@@ -331,11 +367,16 @@ func (s *Server) livenessLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.RayletTimeout / 4)
 	defer t.Stop()
+	lastSweep := time.Now()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case now := <-t.C:
+			if now.Sub(lastSweep) > time.Minute {
+				lastSweep = now
+				s.sweep() // result TTLs run out for stashed objects too
+			}
 			s.mu.Lock()
 			for _, rc := range s.raylets {
 				if rc != nil && rc.sess != nil && now.Sub(rc.lastBeat) > s.cfg.RayletTimeout {
