@@ -14,6 +14,7 @@ import (
 )
 
 func runHead(ctx context.Context, args []string) error {
+	args, faultFile := takeHiddenFlag(args, "fault-file")
 	fs := newFlagSet("head", "--id ID --data-dir DIR --token-file F [--listen ADDR] [--peers ID=ADDR,... | --join ADDR,...]")
 	var lf logFlags
 	lf.register(fs)
@@ -68,13 +69,17 @@ func runHead(ctx context.Context, args []string) error {
 			joinAddrs = append(joinAddrs, a)
 		}
 	}
+	faultDial, err := watchFaults(ctx, faultFile, log)
+	if err != nil {
+		return err
+	}
 	rc := d
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = *hb, *el, *lease, *commit
 	rc.MaxAppendEntries, rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *maxAppend, *snap, *snapEvery, *trailing
 	s, err := head.Start(head.Config{
 		ID: *id, Listen: *listen, Advertise: *advertise, DataDir: *dataDir, Peers: servers, Join: joinAddrs, Token: token,
 		Raft: rc, RayletTimeout: *rayletTimeout, ResultTTL: *resultTTL, Retries: *retries, Logger: log,
-		Transport: transport.Config{MaxFrameSize: int(maxFrame)},
+		Transport: transport.Config{MaxFrameSize: int(maxFrame), Dial: faultDial},
 	})
 	if err != nil {
 		return err
@@ -107,6 +112,7 @@ func parsePeers(s string) ([]raftmeta.Server, error) {
 }
 
 func runRaylet(ctx context.Context, args []string) error {
+	args, faultFile := takeHiddenFlag(args, "fault-file")
 	fs := newFlagSet("raylet", "--head ADDR[,ADDR...] --token-file F [--slots N] [--store-size SIZE] [--store-dir DIR] [--spill-dir DIR]")
 	var lf logFlags
 	lf.register(fs)
@@ -136,10 +142,14 @@ func runRaylet(ctx context.Context, args []string) error {
 	if storeSize <= 0 {
 		return usagef("--store-size must be positive")
 	}
+	faultDial, err := watchFaults(ctx, faultFile, log)
+	if err != nil {
+		return err
+	}
 	r, err := raylet.Start(ctx, raylet.Config{
 		ID: *id, Listen: *listen, Advertise: *advertise, Heads: strings.Split(*heads, ","), Token: token,
 		Slots: *slots, Store: objectstore.Config{Dir: *storeDir, Capacity: storeSize, SpillDir: *spillDir}, Logger: log,
-		MaxFrame: int(maxFrame),
+		MaxFrame: int(maxFrame), Transport: transport.Config{Dial: faultDial},
 	})
 	if err != nil {
 		return err

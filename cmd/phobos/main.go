@@ -37,6 +37,7 @@ var commands = []command{
 	{"jobs", "list a cluster's jobs", runJobs},
 	{"cancel", "cancel a running job", runCancel},
 	{"bench", "measure subtask throughput on an embedded or running cluster", runBench},
+	{"chaos", "start a cluster, run workloads under injected faults, check the invariants", runChaos},
 }
 
 func main() {

@@ -225,23 +225,6 @@ func metaWaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// dropNode closes every connection to or from node (its process died);
-// unlike partition it refuses nothing afterwards.
-func (n *faultNet) dropNode(node string) {
-	n.mu.Lock()
-	var cut []*faultConn
-	for c := range n.conns {
-		if c.from == node || c.to == node {
-			cut = append(cut, c)
-			delete(n.conns, c)
-		}
-	}
-	n.mu.Unlock()
-	for _, c := range cut {
-		c.Conn.Close()
-	}
-}
-
 // metaClient calls heads the way a driver or tool does: one session per
 // head, redialled when it breaks.
 type metaClient struct {
