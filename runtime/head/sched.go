@@ -751,8 +751,8 @@ func (s *Scheduler) failed(j *job, i, r int32, c *wire.Completion) {
 	}
 	j.state[i] = Fatal
 	if j.status == JobRunning {
-		err := dag.Errorf(dag.KindFatal, "job %d failed: subtask %s (%s) failed after %d attempts: %s",
-			j.task, c.ID, s.opNames(j, i), j.attempts[i], c.Error)
+		err := dag.Errorf(dag.KindFatal, "subtask %s (%s) failed after %d attempts: %s",
+			c.ID, s.opNames(j, i), j.attempts[i], c.Error)
 		s.cancelAll(j, JobFailed, err)
 	}
 }
