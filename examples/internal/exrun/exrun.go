@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/phobos-project/phobos"
+	"github.com/phobos-project/phobos/cli"
 )
 
 // Flags are the cluster flags every example takes.
@@ -45,7 +46,15 @@ func (f *Flags) Client(ctx context.Context) (*phobos.Client, error) {
 
 // Main parses flags (after defining the example's own with define), makes
 // the client, runs body, prints its result and exits non-zero on error.
+//
+// When the first argument is a phobos command (raylet, head, up, ...) the
+// example runs that command instead, through cli.Main: the example's binary
+// is then a raylet (or a whole local cluster) that knows the example's own
+// Go functions, which a -connect run needs.
 func Main(name string, define func(fs *flag.FlagSet), body func(ctx context.Context, c *phobos.Client) (string, error)) {
+	if len(os.Args) > 1 && cli.IsCommand(os.Args[1]) {
+		cli.Main()
+	}
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	var f Flags
 	f.Register(fs)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -128,6 +128,7 @@ func runRaylet(ctx context.Context, args []string) error {
 	spillDir := fs.String("spill-dir", "", "directory on disk for objects spilled from a full store (default: the temp dir); the raylet uses its own subdirectory and removes it on exit")
 	maxFrame := int64(16 << 20)
 	fs.Var(byteSize{&maxFrame}, "max-frame", "largest control message this raylet accepts")
+	cancelGrace := fs.Duration("cancel-grace", 2*time.Second, "how long a cancelled kernel may run on before the raylet abandons it and frees its slot")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -139,6 +140,9 @@ func runRaylet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *cancelGrace <= 0 {
+		return usagef("--cancel-grace %v: want a positive duration such as 2s", *cancelGrace)
+	}
 	if storeSize <= 0 {
 		return usagef("--store-size must be positive")
 	}
@@ -149,7 +153,7 @@ func runRaylet(ctx context.Context, args []string) error {
 	r, err := raylet.Start(ctx, raylet.Config{
 		ID: *id, Listen: *listen, Advertise: *advertise, Heads: strings.Split(*heads, ","), Token: token,
 		Slots: *slots, Store: objectstore.Config{Dir: *storeDir, Capacity: storeSize, SpillDir: *spillDir}, Logger: log,
-		MaxFrame: int(maxFrame), Transport: transport.Config{Dial: faultDial},
+		MaxFrame: int(maxFrame), Transport: transport.Config{Dial: faultDial}, CancelGrace: *cancelGrace,
 	})
 	if err != nil {
 		return err

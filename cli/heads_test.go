@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -363,7 +363,7 @@ func benchFailover(b *testing.B, bin string, raftFlags []string) {
 func buildPlainPhobos(b *testing.B) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "phobos")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/phobos-project/phobos/cmd/phobos").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

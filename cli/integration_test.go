@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func buildPhobos(t *testing.T) string {
 		}
 		binDir = dir
 		bin := filepath.Join(dir, "phobos")
-		out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-race", "-o", bin, "github.com/phobos-project/phobos/cmd/phobos").CombinedOutput()
 		if err != nil {
 			binErr = &buildError{out: string(out), err: err}
 			return
