@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sync"
 	"time"
@@ -79,27 +78,6 @@ func (r *runner) addrOf(p *cluster.Proc) string {
 		}
 	}
 	return p.Addr
-}
-
-// freePorts finds n free loopback ports (another process could take one
-// before its raylet binds it; the raylet then fails to start, loudly).
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("chaos: find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func transportID(name string) transport.Config { return transport.Config{NodeID: name} }

@@ -205,7 +205,7 @@ func (r *runner) setup(ctx context.Context) error {
 	if err := r.spill.setup(r); err != nil {
 		return err
 	}
-	ports, err := freePorts(r.cfg.Raylets)
+	ports, err := cluster.FreePorts(r.cfg.Raylets)
 	if err != nil {
 		return err
 	}

@@ -133,7 +133,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	if err := os.WriteFile(c.TokenFile, c.Token, 0o600); err != nil {
 		return nil, fmt.Errorf("cluster: write token file: %w", err)
 	}
-	ports, err := freePorts(spec.Heads)
+	ports, err := FreePorts(spec.Heads)
 	if err != nil {
 		return nil, err
 	}
@@ -388,10 +388,10 @@ func (p *Proc) exitErr() error {
 	return p.err
 }
 
-// freePorts finds n free TCP ports on loopback. Another process could take
-// one before the head binds it; the head then fails to start with a clear
-// error and the caller may retry.
-func freePorts(n int) ([]int, error) {
+// FreePorts finds n free TCP ports on loopback. Another process could take
+// one before a process binds it; that process then fails to start with a
+// clear error and the caller may retry.
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
