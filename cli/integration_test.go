@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -160,37 +159,8 @@ func TestCLIUpDemoStatus(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	up := exec.CommandContext(ctx, bin, "up", "--heads", "3", "--raylets", "2", "--dir", dir, "--json", "--store-size", "64MiB", "--slots", "1")
-	var stderr bytes.Buffer
-	up.Stderr = &stderr
-	stdout, err := up.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			up.Process.Kill()
-			up.Wait()
-		}
-	})
-	var info struct {
-		Heads []struct {
-			ID, Addr string
-			PID      int
-		}
-		Raylets []struct {
-			ID, Addr string
-			PID      int
-		}
-		TokenFile string `json:"token_file"`
-	}
-	if err := json.NewDecoder(stdout).Decode(&info); err != nil {
-		t.Fatalf("read phobos up --json: %v (stderr: %s)", err, stderr.String())
-	}
+	up := startUp(t, ctx, bin, "--heads", "3", "--raylets", "2", "--dir", dir, "--store-size", "64MiB", "--slots", "1")
+	info := up.info
 	if len(info.Heads) != 3 || len(info.Raylets) != 2 || info.TokenFile == "" {
 		t.Fatalf("phobos up --json: %+v", info)
 	}
@@ -241,11 +211,9 @@ func TestCLIUpDemoStatus(t *testing.T) {
 		t.Fatalf("status with a wrong token: err %v, output %s", err, out)
 	}
 
-	up.Process.Signal(os.Interrupt)
-	if err := up.Wait(); err != nil {
-		t.Fatalf("phobos up did not stop cleanly: %v (stderr: %s)", err, stderr.String())
+	if err := up.stop(os.Interrupt); err != nil {
+		t.Fatalf("phobos up did not stop cleanly: %v (stderr: %s)", err, up.stderr.String())
 	}
-	stopped = true
 	for _, p := range append(info.Heads, info.Raylets...) {
 		if processAlive(p.PID) {
 			t.Errorf("%s (pid %d) still running after phobos up stopped", p.ID, p.PID)

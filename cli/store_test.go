@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -23,31 +22,9 @@ func TestStoreFlagsSpill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	spill := t.TempDir()
-	up := exec.CommandContext(ctx, bin, "up", "--heads", "1", "--raylets", "1", "--dir", t.TempDir(), "--json",
+	up := startUp(t, ctx, bin, "--heads", "1", "--raylets", "1", "--dir", t.TempDir(),
 		"--store-size", "4MiB", "--spill-dir", spill, "--slots", "2")
-	var stderr bytes.Buffer
-	up.Stderr = &stderr
-	stdout, err := up.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			up.Process.Kill()
-			up.Wait()
-		}
-	})
-	var info struct {
-		Heads     []struct{ Addr string }
-		TokenFile string `json:"token_file"`
-	}
-	if err := json.NewDecoder(stdout).Decode(&info); err != nil {
-		t.Fatalf("read phobos up --json: %v (stderr: %s)", err, stderr.String())
-	}
+	info := up.info
 	dirs, _ := filepath.Glob(filepath.Join(spill, "phobos-*.spill"))
 	if len(dirs) != 1 {
 		t.Fatalf("spill dirs of the one raylet under --spill-dir: %v", dirs)
@@ -57,7 +34,7 @@ func TestStoreFlagsSpill(t *testing.T) {
 	out, err := exec.CommandContext(ctx, bin, "demo", "--connect", info.Heads[0].Addr, "--token-file", info.TokenFile,
 		"--size", "2000000", "--chunk", "100000", "--ones", "--json").Output()
 	if err != nil {
-		t.Fatalf("demo --connect: %v (up stderr: %s)", err, stderr.String())
+		t.Fatalf("demo --connect: %v (up stderr: %s)", err, up.stderr.String())
 	}
 	var demo struct{ Result float64 }
 	if err := json.Unmarshal(out, &demo); err != nil || demo.Result != 4e6 {
@@ -99,13 +76,9 @@ func TestStoreFlagsSpill(t *testing.T) {
 		t.Errorf("status table without a SPILLED column (%v):\n%s", err, out)
 	}
 
-	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := up.Wait(); err != nil {
+	if err := up.stop(syscall.SIGTERM); err != nil {
 		t.Logf("phobos up exited: %v", err)
 	}
-	stopped = true
 	if ents, _ := os.ReadDir(spill); len(ents) != 0 {
 		t.Errorf("raylet left %d entries in --spill-dir after stopping", len(ents))
 	}
