@@ -46,6 +46,7 @@ type localCluster struct {
 	raylets []*raylet.Raylet
 	dir     string
 	ownDir  bool
+	token   []byte
 }
 
 // Local starts a head and raylets inside this process, listening on
@@ -87,7 +88,7 @@ func Local(ctx context.Context, cfg LocalConfig) (*Client, error) {
 		lc.close()
 		return nil, fmt.Errorf("phobos: start local head: %w", err)
 	}
-	lc.head = h
+	lc.head, lc.token = h, token
 	for i := 0; i < cfg.Raylets; i++ {
 		r, err := raylet.Start(ctx, raylet.Config{
 			ID: fmt.Sprintf("%s-raylet-%d", name, i), Heads: []string{h.Addr()}, Token: token, Slots: cfg.Slots,

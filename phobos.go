@@ -259,6 +259,9 @@ func (c *Client) Submit(ctx context.Context, g Graph, opts ...JobOptions) (*Job,
 	if err != nil {
 		return nil, fmt.Errorf("phobos: submit: %w", err)
 	}
+	if err := c.checkOwnObjects(tg); err != nil {
+		return nil, err
+	}
 	if c.opts.ChunkSize > 0 {
 		tg = withChunkSize(tg, c.opts.ChunkSize)
 	}
@@ -284,6 +287,34 @@ func (c *Client) Submit(ctx context.Context, g Graph, opts ...JobOptions) (*Job,
 		return nil, fmt.Errorf("phobos: submit: %w", err)
 	}
 	return &Job{c: c, Task: rep.Task}, nil
+}
+
+// checkOwnObjects refuses a graph that reads data another client put: such
+// an object lives only as long as that client (it is released when that
+// client releases it or closes), so a job here could lose its input at any
+// moment.
+func (c *Client) checkOwnObjects(g *dag.TileableGraph) error {
+	c.mu.Lock()
+	own := c.putTask
+	c.mu.Unlock()
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		o, ok := dag.Ops.Lookup(n.Op)
+		if !ok {
+			continue
+		}
+		er, ok := o.(dag.ExternalReader)
+		if !ok {
+			continue
+		}
+		for _, id := range er.ExternalInputs(n.Args) {
+			if id.Subtask().Task() != own || own == 0 {
+				return dag.Errorf(dag.KindInvalidArgument,
+					"phobos: submit: %s reads object %s, which another client put; a client's jobs read only the data it put itself (it lives until that client releases it or closes): Put the data through this client", g.Describe(int32(i)), id)
+			}
+		}
+	}
+	return nil
 }
 
 // withChunkSize returns g with the session's chunk size on every node whose

@@ -12,9 +12,10 @@ import (
 	"github.com/phobos-project/phobos/runtime/wire"
 )
 
-// Object is data a driver stored in the cluster with Put. Graphs read it
-// (tensor.FromObject(o.ID, o.Meta)); it stays until Release or until the
-// client closes. It lives on one raylet and cannot be rebuilt: if that
+// Object is data a driver stored in the cluster with Put. Graphs the same
+// client submits read it (tensor.FromObject(o.ID, o.Meta)); another
+// client's jobs are refused, since it stays only until Release or until
+// the client that put it closes. It lives on one raylet and cannot be rebuilt: if that
 // raylet is lost, jobs reading it fail and the data must be put again.
 type Object struct {
 	ID   dag.ObjectID

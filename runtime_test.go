@@ -306,6 +306,33 @@ func TestPutObject(t *testing.T) {
 	if _, err := c.PutFloat64s(ctx, data, []int64{7}); !errors.Is(err, phobos.ErrInvalidGraph) {
 		t.Fatalf("put with a wrong shape: %v", err)
 	}
+
+	// Another client's data: it lives only as long as that client, so a
+	// job here may not read it, whether or not this client put data too.
+	other, err := phobos.ConnectLocal(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	theirs, err := other.PutFloat64s(ctx, data[:10], []int64{10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"before", "after"} {
+		_, err = c.Run(ctx, tensor.FromObject(theirs.ID, theirs.Meta).Sum())
+		if !errors.Is(err, phobos.ErrInvalidGraph) || !strings.Contains(err.Error(), "another client") ||
+			!strings.Contains(err.Error(), theirs.ID.String()) {
+			t.Fatalf("job reading another client's object (%s this client put its own): %v", who, err)
+		}
+		mine, err := c.PutFloat64s(ctx, data[:10], []int64{10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mine.Release(ctx)
+	}
+	if v, err := other.Run(ctx, tensor.FromObject(theirs.ID, theirs.Meta).Sum()); err != nil || v.Float64() != 45 {
+		t.Fatalf("the owner's own job: %v, %v", v, err)
+	}
 }
 
 // TestWaitAfterRelease: fetching a job's results after releasing them is
