@@ -131,7 +131,9 @@ type KernelCall struct {
 // leaves the subtask, in scratch memory when a fused successor consumes it.
 type OutputAllocator interface {
 	// Output returns a writable buffer of nbytes for output i, described by
-	// m. Each output is allocated once.
+	// m. Each output is allocated once. The buffer's contents are
+	// unspecified (store memory is reused without zeroing): the kernel
+	// writes every byte.
 	Output(i int, m Meta, nbytes int) ([]byte, error)
 }
 

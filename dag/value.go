@@ -72,13 +72,46 @@ func (m Meta) Elements() int64 {
 // Bytes returns the size in bytes of a fixed-width value of this meta.
 func (m Meta) Bytes() int64 { return m.Elements() * int64(m.DType.Size()) }
 
-// EncodeMeta returns m's CBOR form.
-func EncodeMeta(m Meta) []byte {
-	b, err := codec.Marshal(m)
-	if err != nil {
-		panic(fmt.Sprintf("encode meta: %v", err)) // only ints and slices: cannot fail
+// EncodeMeta returns m's CBOR form: what codec.Marshal(m) returns.
+func EncodeMeta(m Meta) []byte { return AppendMeta(nil, m) }
+
+// AppendMeta appends m's CBOR form to b, without allocating when b has
+// room: raylets encode the meta of every output they store. The bytes are
+// the core deterministic encoding codec.Marshal produces (a map with keys 1
+// and 2, shape omitted when empty); a test holds the two together.
+func AppendMeta(b []byte, m Meta) []byte {
+	if len(m.Shape) == 0 {
+		b = append(b, 0xa1, 0x01)
+		return appendCBORHead(b, 0x00, uint64(m.DType))
+	}
+	b = append(b, 0xa2, 0x01)
+	b = appendCBORHead(b, 0x00, uint64(m.DType))
+	b = append(b, 0x02)
+	b = appendCBORHead(b, 0x80, uint64(len(m.Shape)))
+	for _, d := range m.Shape {
+		if d >= 0 {
+			b = appendCBORHead(b, 0x00, uint64(d))
+		} else {
+			b = appendCBORHead(b, 0x20, uint64(-1-d))
+		}
 	}
 	return b
+}
+
+// appendCBORHead appends a CBOR item head: major type (in the top three
+// bits of major) and argument v, in the shortest form.
+func appendCBORHead(b []byte, major byte, v uint64) []byte {
+	switch {
+	case v < 24:
+		return append(b, major|byte(v))
+	case v <= 0xff:
+		return append(b, major|24, byte(v))
+	case v <= 0xffff:
+		return append(b, major|25, byte(v>>8), byte(v))
+	case v <= 0xffffffff:
+		return append(b, major|26, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+	return append(b, major|27, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }
 
 // DecodeMeta parses what EncodeMeta wrote.

@@ -70,9 +70,9 @@ type Stats struct {
 // Object is a pinned, sealed object returned by Get.
 //
 // Data is a view straight into the arena (no copy); Meta is the store's own
-// copy of the meta given to Create. Both are read-only by contract and valid
-// only until the matching Release: after that the space may be reused by
-// another object. Offset is where Data starts in the arena (the offset a
+// copy of the meta given to Create, shared with objects of the same meta.
+// Both are read-only by contract and valid only until the matching
+// Release: after that the space may be reused by another object. Offset is where Data starts in the arena (the offset a
 // Reader in another process takes); a zero-size object has no arena space
 // and Offset 0.
 type Object struct {
@@ -104,7 +104,8 @@ type Store struct {
 	data    []byte // the mapped object space; nil after Close
 	alloc   *allocator
 	objects map[dag.ObjectID]*entry
-	spare   []*entry // recycled entries, so steady-state Create does not allocate one
+	spare   []*entry          // recycled entries, so steady-state Create does not allocate one
+	metas   map[string][]byte // recent metas, shared read-only by the entries that have them
 
 	lru        lru           // sealed, unpinned objects in the arena, least recently used first
 	wake       chan struct{} // closed at the next change a waiter may care about; nil if nobody waits
@@ -284,13 +285,10 @@ func (s *Store) create(ctx context.Context, id dag.ObjectID, size int64, meta []
 		return nil, storeError(dag.KindResourceExhausted, ErrTooLarge,
 			"objectstore: create %s: object is %d bytes, larger than the whole store (%d bytes); raise --store-size", id, size, s.capacity)
 	}
-	var m []byte
-	if len(meta) > 0 {
-		m = append(make([]byte, 0, len(meta)), meta...)
-	}
 	block := blockSize(size)
 
 	s.mu.Lock()
+	m := s.internMetaLocked(meta)
 	off, err := s.reserveLocked(ctx, "create", id, block, func() error {
 		if e := s.objects[id]; e != nil {
 			return errExists("create", id, e)
@@ -642,6 +640,28 @@ func (s *Store) removeFiles(paths []string) {
 			s.log.Warn("objectstore: cannot remove spill file; it wastes disk until the store closes", "path", p, "err", err)
 		}
 	}
+}
+
+// maxMetas bounds the metas a store remembers; a job's chunks share a
+// handful of shapes.
+const maxMetas = 1024
+
+// internMetaLocked returns a copy of meta the store owns, shared with
+// other objects of the same meta, so that storing a chunk of a common
+// shape does not allocate. Caller holds s.mu.
+func (s *Store) internMetaLocked(meta []byte) []byte {
+	if len(meta) == 0 {
+		return nil
+	}
+	if m, ok := s.metas[string(meta)]; ok {
+		return m
+	}
+	if s.metas == nil || len(s.metas) >= maxMetas {
+		s.metas = make(map[string][]byte, 64)
+	}
+	m := append(make([]byte, 0, len(meta)), meta...)
+	s.metas[string(m)] = m
+	return m
 }
 
 // newEntry returns a recycled entry or a new one. Caller holds s.mu.

@@ -416,11 +416,15 @@ func (s *Server) HandleCall(ctx context.Context, sess *transport.Session, m tran
 		}
 		return s.registerRaylet(ctx, sess, req)
 	case wire.MethodPull:
-		var req wire.Pull
-		if err := b.Decode(&req); err != nil {
+		// Pulls come all the time; their completions decode into memory
+		// kept from earlier pulls (the scheduler copies what it keeps).
+		req := pulls.Get().(*wire.Pull)
+		defer pulls.Put(req)
+		req.Reset()
+		if err := b.Decode(req); err != nil {
 			return nil, err
 		}
-		return s.pull(ctx, sess, req)
+		return s.pull(ctx, sess, *req)
 	case wire.MethodSubmitJob:
 		var req wire.SubmitJob
 		if err := b.Decode(&req); err != nil {
@@ -471,11 +475,20 @@ func (s *Server) HandleCall(ctx context.Context, sess *transport.Session, m tran
 }
 
 // HandleMessage implements transport.Handler.
+// pulls and completes hold decoded pull requests and completion batches
+// for reuse.
+var (
+	pulls     = sync.Pool{New: func() any { return new(wire.Pull) }}
+	completes = sync.Pool{New: func() any { return new(wire.Complete) }}
+)
+
 func (s *Server) HandleMessage(sess *transport.Session, m transport.Method, b transport.Body) {
 	switch m {
 	case wire.MethodComplete:
-		var msg wire.Complete
-		if err := b.Decode(&msg); err != nil {
+		msg := completes.Get().(*wire.Complete)
+		defer completes.Put(msg)
+		msg.Reset()
+		if err := b.Decode(msg); err != nil {
 			s.log.Warn("bad completion batch", "from", sess.RemoteID(), "err", err)
 			return
 		}

@@ -14,22 +14,22 @@ func TestAdmissionTakesWhatFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	spec := func(i uint64, out int64, ins ...int64) *wire.SubtaskSpec {
+	spec := func(i uint64, out int64, ins ...int64) queued {
 		s := &wire.SubtaskSpec{ID: dag.PackSubtaskID(1, 1, i), OutputBytes: out}
 		for _, n := range ins {
 			s.Inputs = append(s.Inputs, wire.InputSpec{Size: n})
 		}
-		return s
+		return queued{spec: s}
 	}
 	r := &Raylet{store: store}
-	r.queue = []*wire.SubtaskSpec{
+	r.queue = []queued{
 		spec(1, 4<<20, 2<<20), // 6 MiB: first in line
 		spec(2, 3<<20),        // 3 MiB: does not fit beside the first
 		spec(3, 1<<20, 1<<20), // 2 MiB: does
 		spec(4, 1),
 	}
 	take := func() uint64 {
-		s := r.admit()
+		s := r.admit().spec
 		if s == nil {
 			return 0
 		}
@@ -52,7 +52,7 @@ func TestAdmissionTakesWhatFits(t *testing.T) {
 	// Nothing running: even a subtask larger than the store is started, so
 	// that it fails with a clear store error instead of waiting forever.
 	r.reserved = 0
-	r.queue = []*wire.SubtaskSpec{spec(9, 64<<20)}
+	r.queue = []queued{spec(9, 64<<20)}
 	if got := take(); got != 9 {
 		t.Fatalf("an oversized subtask with nothing running was not admitted: %d", got)
 	}

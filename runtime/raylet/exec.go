@@ -10,10 +10,62 @@ import (
 	"github.com/phobos-project/phobos/runtime/wire"
 )
 
-// run executes one subtask attempt and returns its completion. It never
-// panics on bad specs or failing kernels; a kernel panic becomes the
-// subtask's error.
-func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Completion) {
+// slot is one worker's reusable state: everything running a subtask needs
+// besides the kernel's own memory, kept across subtasks so that a worker
+// in steady state allocates nothing per subtask.
+type slot struct {
+	ctx    context.Context // cancelled only to interrupt a subtask; then renewed
+	cancel context.CancelFunc
+	rt     runningTask
+
+	inputs   []dag.Value
+	releases []func() // releases of partitioned inputs
+	pinned   []dag.ObjectID
+	outOf    []int32
+	vals     []dag.Value
+	ins      []dag.Value
+	steps    []dag.ChainStep
+	metas    metaCache
+	a        allocator
+	kc       dag.KernelCall
+}
+
+func newSlot(r *Raylet) *slot {
+	s := &slot{}
+	s.a.r = r
+	s.renew(r)
+	return s
+}
+
+// renew gives the slot a fresh context if its last one was cancelled.
+func (s *slot) renew(r *Raylet) {
+	if s.ctx == nil || s.ctx.Err() != nil {
+		s.ctx, s.cancel = context.WithCancel(r.ctx)
+	}
+}
+
+// release unpins what the last subtask read.
+func (s *slot) release(r *Raylet) {
+	for _, id := range s.pinned {
+		r.store.Release(id)
+	}
+	for _, f := range s.releases {
+		f()
+	}
+	clear(s.releases)
+	s.pinned, s.releases = s.pinned[:0], s.releases[:0]
+	clear(s.inputs)
+	clear(s.vals)
+	clear(s.ins)
+	s.kc = dag.KernelCall{}
+}
+
+// run executes one subtask attempt on slot s and returns its completion.
+// It never panics on bad specs or failing kernels; a kernel panic becomes
+// the subtask's error.
+func (r *Raylet) run(s *slot, spec *wire.SubtaskSpec) (c wire.Completion) {
+	ctx := s.ctx
+	defer s.release(r)
 	c = wire.Completion{ID: spec.ID, Attempt: spec.Attempt}
 	fail := func(err error) wire.Completion {
 		c.Kind = dag.KindOf(err)
@@ -26,7 +78,8 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 	}
 
 	// Inputs: pinned views from the local store, fetched from peers if needed.
-	inputs := make([]dag.Value, len(spec.Inputs))
+	inputs := grow(s.inputs, len(spec.Inputs))
+	s.inputs = inputs
 	for k := range spec.Inputs {
 		in := &spec.Inputs[k]
 		if in.Part > 0 {
@@ -34,7 +87,7 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 			if err != nil {
 				return fail(fmt.Errorf("subtask %s: input %s: %w", spec.ID, in.Object, err))
 			}
-			defer release()
+			s.releases = append(s.releases, release)
 			inputs[k] = v
 			continue
 		}
@@ -42,18 +95,19 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 		if err != nil {
 			return fail(fmt.Errorf("subtask %s: input %s: %w", spec.ID, in.Object, err))
 		}
-		defer r.store.Release(in.Object)
+		s.pinned = append(s.pinned, in.Object)
 		if fetched {
 			c.Fetched = append(c.Fetched, in.Object)
 		}
-		m, err := dag.DecodeMeta(obj.Meta)
+		m, err := s.metas.decode(obj.Meta)
 		if err != nil {
 			return fail(fmt.Errorf("subtask %s: input %s: %w", spec.ID, in.Object, err))
 		}
 		inputs[k] = dag.Value{Meta: m, Data: obj.Data}
 	}
 
-	outOf := make([]int32, len(spec.Ops)) // op -> output index, or -1
+	outOf := grow(s.outOf, len(spec.Ops)) // op -> output index, or -1
+	s.outOf = outOf
 	for j := range outOf {
 		outOf[j] = -1
 	}
@@ -63,13 +117,14 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 		}
 		outOf[j] = int32(k)
 	}
-	a := &allocator{r: r, ctx: ctx, subtask: spec.ID}
+	a := &s.a
+	a.reset(ctx, spec.ID)
 	defer a.abortUnsealed()
-	if k := fusedKernel(spec, outOf); k != nil {
+	if k := s.fusedKernel(spec, outOf); k != nil {
 		a.beginDirect()
 		last := &spec.Ops[len(spec.Ops)-1]
-		kc := dag.KernelCall{Ctx: ctx, Args: last.Args, Index: last.Index, Shape: last.Shape, DType: last.DType, Inputs: inputs, Outputs: a}
-		if err := runKernel(k, &kc); err != nil {
+		s.kc = dag.KernelCall{Ctx: ctx, Args: last.Args, Index: last.Index, Shape: last.Shape, DType: last.DType, Inputs: inputs, Outputs: a}
+		if err := runKernel(k, &s.kc); err != nil {
 			return fail(fmt.Errorf("subtask %s: fused %s: %w", spec.ID, opNames(spec), err))
 		}
 		sizes, err := a.sealAll(len(spec.Outputs))
@@ -79,8 +134,10 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 		c.Sizes = sizes
 		return c
 	}
-	vals := make([]dag.Value, len(spec.Ops))
-	var ins []dag.Value
+	vals := grow(s.vals, len(spec.Ops))
+	s.vals = vals
+	ins := s.ins[:0]
+	defer func() { s.ins = ins }()
 	for j := range spec.Ops {
 		op := &spec.Ops[j]
 		ins = ins[:0]
@@ -98,7 +155,7 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 			}
 		}
 		a.begin(outOf[j])
-		if err := r.exec(ctx, op, ins, a); err != nil {
+		if err := r.exec(s, op, ins); err != nil {
 			return fail(fmt.Errorf("subtask %s: %s: %w", spec.ID, dag.Ops.Name(op.Op), err))
 		}
 		v, ok := a.result()
@@ -115,8 +172,16 @@ func (r *Raylet) run(ctx context.Context, spec *wire.SubtaskSpec) (c wire.Comple
 	return c
 }
 
+// grow returns b resized to n elements, reusing its memory when it can.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
+
 // exec runs one kernel, turning a panic into an error.
-func (r *Raylet) exec(ctx context.Context, op *wire.OpSpec, ins []dag.Value, a *allocator) (err error) {
+func (r *Raylet) exec(s *slot, op *wire.OpSpec, ins []dag.Value) (err error) {
 	o, ok := dag.Ops.Lookup(op.Op)
 	if !ok {
 		if dag.UnknownOp != nil {
@@ -130,8 +195,8 @@ func (r *Raylet) exec(ctx context.Context, op *wire.OpSpec, ins []dag.Value, a *
 	if !ok {
 		return dag.Errorf(dag.KindInvalidArgument, "op %q has no kernel on raylet %s", o.Name(), r.id)
 	}
-	kc := dag.KernelCall{Ctx: ctx, Args: op.Args, Index: op.Index, Shape: op.Shape, DType: op.DType, Inputs: ins, Outputs: a}
-	return runKernel(k, &kc)
+	s.kc = dag.KernelCall{Ctx: s.ctx, Args: op.Args, Index: op.Index, Shape: op.Shape, DType: op.DType, Inputs: ins, Outputs: &s.a}
+	return runKernel(k, &s.kc)
 }
 
 // runKernel runs k, turning a panic into an error.
@@ -146,7 +211,7 @@ func runKernel(k dag.Kernel, kc *dag.KernelCall) (err error) {
 
 // fusedKernel asks the first op of a multi-op subtask for a kernel that runs
 // the whole chain in one pass.
-func fusedKernel(spec *wire.SubtaskSpec, outOf []int32) (k dag.Kernel) {
+func (s *slot) fusedKernel(spec *wire.SubtaskSpec, outOf []int32) (k dag.Kernel) {
 	if len(spec.Ops) < 2 {
 		return nil
 	}
@@ -158,7 +223,8 @@ func fusedKernel(spec *wire.SubtaskSpec, outOf []int32) (k dag.Kernel) {
 	if !ok {
 		return nil
 	}
-	steps := make([]dag.ChainStep, len(spec.Ops))
+	steps := grow(s.steps, len(spec.Ops))
+	s.steps = steps
 	for j := range spec.Ops {
 		op := &spec.Ops[j]
 		steps[j] = dag.ChainStep{Op: op.Op, Args: op.Args, Inputs: op.Inputs, Index: op.Index, Shape: op.Shape, DType: op.DType, Output: outOf[j]}
@@ -194,6 +260,18 @@ type allocator struct {
 	cur    dag.Value
 	have   bool
 	store  []created
+	meta   []byte // an output's encoded meta, reused
+	sizes  int64Slab
+	arena  []float64 // scratch memory for intermediates, reused
+	used   int       // words of arena used by the running subtask
+}
+
+// reset readies a for a new subtask.
+func (a *allocator) reset(ctx context.Context, id dag.SubtaskID) {
+	a.ctx, a.subtask = ctx, id
+	a.out, a.direct, a.have, a.cur = -1, false, false, dag.Value{}
+	a.store = a.store[:0]
+	a.used = 0
 }
 
 type created struct {
@@ -224,7 +302,7 @@ func (a *allocator) Output(i int, m dag.Meta, n int) ([]byte, error) {
 		return nil, dag.Errorf(dag.KindInvalidArgument, "kernel asked for %d bytes", n)
 	}
 	if a.out < 0 {
-		buf := scratch(n)
+		buf := a.scratch(n)
 		a.cur, a.have = dag.Value{Meta: m, Data: buf}, true
 		return buf, nil
 	}
@@ -247,13 +325,14 @@ func (a *allocator) create(out int32, m dag.Meta, n int) ([]byte, error) {
 			return nil, dag.Errorf(dag.KindInvalidArgument, "kernel allocated output %d twice", out)
 		}
 	}
-	buf, err := a.r.store.CreateCtx(a.ctx, id, int64(n), dag.EncodeMeta(m))
+	a.meta = dag.AppendMeta(a.meta[:0], m)
+	buf, err := a.r.store.CreateCtx(a.ctx, id, int64(n), a.meta)
 	if errors.Is(err, objectstore.ErrExists) {
 		// An earlier attempt (or a run before a head failover) already made
 		// this object; kernels are deterministic, so keep it and compute into
 		// scratch only, to feed fused successors.
 		a.store = append(a.store, created{id: id, size: int64(n), reused: true})
-		return scratch(n), nil
+		return a.scratch(n), nil
 	}
 	if err != nil {
 		return nil, err
@@ -264,7 +343,7 @@ func (a *allocator) create(out int32, m dag.Meta, n int) ([]byte, error) {
 
 // sealAll seals every created output and returns output sizes by index.
 func (a *allocator) sealAll(nout int) ([]int64, error) {
-	sizes := make([]int64, nout)
+	sizes := a.sizes.take(nout)
 	for i := range a.store {
 		c := &a.store[i]
 		sizes[c.id.Output()] = c.size
@@ -288,11 +367,28 @@ func (a *allocator) abortUnsealed() {
 	}
 }
 
-// scratch returns n bytes of 8-byte-aligned memory for intermediate values.
-func scratch(n int) []byte {
+// scratchKeep bounds the scratch memory a slot keeps, in words (1 MiB).
+const scratchKeep = 1 << 17
+
+// scratch returns n zeroed bytes of 8-byte-aligned memory for an
+// intermediate value. Small ones are carved from memory the slot keeps
+// across subtasks (intermediates live only while their subtask runs);
+// large ones, whose cost dwarfs an allocation, are allocated and left to
+// the collector, so that one large subtask does not pin memory for good.
+func (a *allocator) scratch(n int) []byte {
 	if n == 0 {
 		return []byte{}
 	}
-	f := make([]float64, (n+7)/8)
+	words := (n + 7) / 8
+	if words > scratchKeep/4 {
+		return dag.Float64sAsBytes(make([]float64, words))[:n]
+	}
+	if len(a.arena)-a.used < words {
+		// A new block; values carved from the old one stay valid.
+		a.arena, a.used = make([]float64, min(max(words, 2*len(a.arena), 512), scratchKeep)), 0
+	}
+	f := a.arena[a.used : a.used+words : a.used+words]
+	a.used += words
+	clear(f)
 	return dag.Float64sAsBytes(f)[:n]
 }

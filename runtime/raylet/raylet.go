@@ -72,16 +72,19 @@ type Raylet struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	queue    []*wire.SubtaskSpec // pulled, not yet started, best first
-	inflight int                 // pulled and not yet completed
+	queue    []queued     // pulled, not yet started, best first
+	batches  []*pullBatch // free: decoded into by the next pull
+	inflight int          // pulled and not yet completed
 	running  int
 	pulling  bool          // a pull is out at the head
 	avgRun   time.Duration // moving average of subtask run time
 	pending  []wire.Completion
-	flush    chan struct{}
-	runs     map[dag.SubtaskID]*runningTask // running subtasks
-	reserved int64                          // store bytes the running subtasks need
-	stuck    int                            // abandoned kernels still running
+	// spareDone is a sent batch's slice, kept for the next batch.
+	spareDone []wire.Completion
+	flush     chan struct{}
+	runs      map[dag.SubtaskID]*runningTask // running subtasks
+	reserved  int64                          // store bytes the running subtasks need
+	stuck     int                            // abandoned kernels still running
 }
 
 // runningTask is a subtask a worker is running.
@@ -303,16 +306,19 @@ func (r *Raylet) pullLoop() {
 		if r.ctx.Err() != nil {
 			return
 		}
-		var rep wire.PullReply
-		err := r.head.Call(r.ctx, wire.MethodPull, wire.Pull{Credits: credits, Wait: 2 * time.Second, Done: done}, &rep)
+		b := r.takeBatch()
+		err := r.head.Call(r.ctx, wire.MethodPull, wire.Pull{Credits: credits, Wait: 2 * time.Second, Done: done}, &b.rep)
 		r.mu.Lock()
 		r.pulling = false
 		if err != nil {
 			// The completions were not delivered; report them again.
 			r.pending = append(done, r.pending...)
+		} else {
+			r.recycleLocked(done)
 		}
 		r.mu.Unlock()
 		if err != nil {
+			r.putBatch(b)
 			if r.ctx.Err() != nil {
 				return
 			}
@@ -324,13 +330,15 @@ func (r *Raylet) pullLoop() {
 			continue
 		}
 		backoff = 20 * time.Millisecond
-		if len(rep.Subtasks) == 0 {
+		if len(b.rep.Subtasks) == 0 {
+			r.putBatch(b)
 			continue
 		}
 		r.mu.Lock()
-		r.inflight += len(rep.Subtasks)
-		for i := range rep.Subtasks {
-			r.queue = append(r.queue, &rep.Subtasks[i])
+		b.left = len(b.rep.Subtasks)
+		r.inflight += len(b.rep.Subtasks)
+		for i := range b.rep.Subtasks {
+			r.queue = append(r.queue, queued{spec: &b.rep.Subtasks[i], b: b})
 		}
 		r.cond.Broadcast()
 		r.mu.Unlock()
@@ -342,31 +350,33 @@ func (r *Raylet) pullLoop() {
 // kernel is abandoned exits when the kernel finally returns; abandon
 // started its replacement and accounted for it in r.wg.
 func (r *Raylet) worker() {
+	s := newSlot(r)
 	for {
 		r.mu.Lock()
-		var spec *wire.SubtaskSpec
+		var q queued
 		for r.ctx.Err() == nil {
-			if spec = r.admit(); spec != nil {
+			if q = r.admit(); q.spec != nil {
 				break
 			}
 			r.cond.Wait()
 		}
+		spec := q.spec
 		if r.ctx.Err() != nil {
 			r.mu.Unlock()
 			r.wg.Done()
 			return
 		}
-		ctx, cancel := context.WithCancel(r.ctx)
-		rt := &runningTask{attempt: spec.Attempt, cancel: cancel, ws: spec.WorkingSet()}
+		s.renew(r)
+		rt := &s.rt
+		*rt = runningTask{attempt: spec.Attempt, cancel: s.cancel, ws: spec.WorkingSet()}
 		r.running++
 		r.reserved += rt.ws
 		r.runs[spec.ID] = rt
 		r.mu.Unlock()
 
 		start := time.Now()
-		c := r.run(ctx, spec)
+		c := r.run(s, spec)
 		took := time.Since(start)
-		cancel()
 
 		r.mu.Lock()
 		delete(r.runs, spec.ID)
@@ -375,12 +385,20 @@ func (r *Raylet) worker() {
 			r.stuck--
 			r.cond.Broadcast()
 			r.mu.Unlock()
+			s.cancel()
 			r.discard(spec, &c)
+			r.mu.Lock()
+			r.specDoneLocked(q.b)
+			r.mu.Unlock()
 			return
 		}
+		r.specDoneLocked(q.b)
 		r.running--
 		r.inflight--
 		r.avgRun = (7*r.avgRun + took) / 8
+		if r.pending == nil {
+			r.pending, r.spareDone = r.spareDone, nil
+		}
 		r.pending = append(r.pending, c)
 		r.cond.Broadcast()
 		r.mu.Unlock()
@@ -392,25 +410,26 @@ func (r *Raylet) worker() {
 // beside the running ones (memory admission). When nothing runs, the best
 // one is taken whatever its size, so that work always progresses; one that
 // cannot fit at all then fails with a clear store error. r.mu is held.
-func (r *Raylet) admit() *wire.SubtaskSpec {
+func (r *Raylet) admit() queued {
 	if len(r.queue) == 0 {
-		return nil
+		return queued{}
 	}
 	capacity := r.store.Stats().Capacity
-	for i, spec := range r.queue {
-		if r.reserved == 0 || r.reserved+spec.WorkingSet() <= capacity {
+	for i, q := range r.queue {
+		if r.reserved == 0 || r.reserved+q.spec.WorkingSet() <= capacity {
 			r.queue = append(r.queue[:i], r.queue[i+1:]...)
-			return spec
+			r.queue[len(r.queue):cap(r.queue)][0] = queued{} // drop the moved-out copy's pointers
+			return q
 		}
 	}
-	return nil
+	return queued{}
 }
 
 // abandon gives up on an interrupted kernel that is still running: the
 // subtask is reported cancelled and a new worker takes the slot.
-func (r *Raylet) abandon(id dag.SubtaskID, rt *runningTask) {
+func (r *Raylet) abandon(id dag.SubtaskID, attempt int, rt *runningTask) {
 	r.mu.Lock()
-	if r.runs[id] != rt || r.ctx.Err() != nil {
+	if r.runs[id] != rt || rt.attempt != attempt || r.ctx.Err() != nil {
 		r.mu.Unlock()
 		return // it stopped in time
 	}
@@ -442,15 +461,16 @@ func (r *Raylet) cancelSubtasks(ids []dag.SubtaskID) {
 	for _, id := range ids {
 		if rt, ok := r.runs[id]; ok {
 			rt.cancel()
-			id := id
-			time.AfterFunc(r.cfg.CancelGrace, func() { r.abandon(id, rt) })
+			id, attempt := id, rt.attempt
+			time.AfterFunc(r.cfg.CancelGrace, func() { r.abandon(id, attempt, rt) })
 			continue
 		}
-		for i, spec := range r.queue {
-			if spec.ID == id {
+		for i, q := range r.queue {
+			if q.spec.ID == id {
 				r.queue = append(r.queue[:i], r.queue[i+1:]...)
 				r.inflight--
-				r.pending = append(r.pending, wire.Completion{ID: id, Attempt: spec.Attempt, Kind: dag.KindCancelled, Error: "cancelled before it started"})
+				r.pending = append(r.pending, wire.Completion{ID: id, Attempt: q.spec.Attempt, Kind: dag.KindCancelled, Error: "cancelled before it started"})
+				r.specDoneLocked(q.b)
 				dropped++
 				break
 			}
@@ -462,6 +482,15 @@ func (r *Raylet) cancelSubtasks(ids []dag.SubtaskID) {
 	r.mu.Unlock()
 	if dropped > 0 {
 		r.signalFlush()
+	}
+}
+
+// recycleLocked keeps a delivered batch's memory for the next one. r.mu
+// is held.
+func (r *Raylet) recycleLocked(batch []wire.Completion) {
+	if cap(batch) > cap(r.spareDone) {
+		clear(batch)
+		r.spareDone = batch[:0]
 	}
 }
 
@@ -490,7 +519,12 @@ func (r *Raylet) flushLoop() {
 		batch := r.pending
 		r.pending = nil
 		r.mu.Unlock()
-		if err := r.head.Send(r.ctx, wire.MethodComplete, wire.Complete{Done: batch}); err != nil {
+		err := r.head.Send(r.ctx, wire.MethodComplete, wire.Complete{Done: batch})
+		if err == nil {
+			r.mu.Lock()
+			r.recycleLocked(batch)
+			r.mu.Unlock()
+		} else {
 			if r.ctx.Err() != nil {
 				return
 			}

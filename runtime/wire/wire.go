@@ -92,6 +92,33 @@ type PullReply struct {
 	Subtasks []SubtaskSpec `cbor:"1,keyasint,omitempty"`
 }
 
+// Reset empties r for decoding into again while keeping its memory: every
+// spec, op and input keeps its slices' capacity, so decoding a reply no
+// larger than earlier ones allocates nothing but strings and byte strings.
+// Fields a reply omits stay zero.
+func (r *PullReply) Reset() {
+	specs := r.Subtasks[:cap(r.Subtasks)]
+	for i := range specs {
+		specs[i].reset()
+	}
+	r.Subtasks = r.Subtasks[:0]
+}
+
+func (s *SubtaskSpec) reset() {
+	ops := s.Ops[:cap(s.Ops)]
+	for j := range ops {
+		o := &ops[j]
+		*o = OpSpec{Args: o.Args[:0], Inputs: o.Inputs[:0], Index: o.Index[:0], Shape: o.Shape[:0]}
+	}
+	ins := s.Inputs[:cap(s.Inputs)]
+	for k := range ins {
+		locs := ins[k].Locations[:cap(ins[k].Locations)]
+		clear(locs)
+		ins[k] = InputSpec{Locations: locs[:0]}
+	}
+	*s = SubtaskSpec{Ops: s.Ops[:0], Outputs: s.Outputs[:0], Inputs: s.Inputs[:0]}
+}
+
 // SubtaskSpec is everything a raylet needs to run one subtask.
 type SubtaskSpec struct {
 	ID      dag.SubtaskID `cbor:"1,keyasint"`
@@ -167,6 +194,21 @@ type Completion struct {
 	// Fetched lists input objects the raylet copied into its store to run
 	// the subtask; it now holds them too.
 	Fetched []dag.ObjectID `cbor:"6,keyasint,omitempty"`
+}
+
+// Reset empties p for decoding into again, keeping its completions' memory.
+func (p *Pull) Reset() { *p = Pull{Done: resetCompletions(p.Done)} }
+
+// Reset empties c for decoding into again, keeping its completions' memory.
+func (c *Complete) Reset() { c.Done = resetCompletions(c.Done) }
+
+func resetCompletions(d []Completion) []Completion {
+	all := d[:cap(d)]
+	for i := range all {
+		c := &all[i]
+		*c = Completion{Sizes: c.Sizes[:0], Fetched: c.Fetched[:0]}
+	}
+	return d[:0]
 }
 
 // Failed reports whether the attempt failed.

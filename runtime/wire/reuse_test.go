@@ -1,0 +1,126 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/codec"
+)
+
+// A reply decoded into a Reset PullReply must be what a fresh decode
+// gives: nothing of the earlier, larger reply may survive in fields the
+// new one omits.
+func TestPullReplyResetLeavesNothingBehind(t *testing.T) {
+	big := PullReply{Subtasks: []SubtaskSpec{
+		{ID: dag.PackSubtaskID(1, 1, 1), Attempt: 3, OutputBytes: 800,
+			Ops: []OpSpec{
+				{Op: 7, Args: []byte{0xa0}, Inputs: []int32{-1, -2}, Index: []int32{4, 5}, Shape: []int64{10, 10}, DType: dag.Float64},
+				{Op: 8, Inputs: []int32{0}, Shape: []int64{10}, DType: dag.Int64},
+			},
+			Outputs: []int32{1, 0},
+			Inputs: []InputSpec{
+				{Object: dag.NewObjectID(dag.PackSubtaskID(1, 1, 9), 0), Size: 80, Locations: []string{"a:1", "b:2"}, Part: 2},
+				{Object: dag.NewObjectID(dag.PackSubtaskID(1, 1, 8), 0), Size: 80, Locations: []string{"c:3"}},
+			}},
+		{ID: dag.PackSubtaskID(1, 1, 2), Attempt: 1, Ops: []OpSpec{{Op: 9, Args: []byte{1}}}, Outputs: []int32{0}},
+	}}
+	small := PullReply{Subtasks: []SubtaskSpec{
+		{ID: dag.PackSubtaskID(2, 1, 1),
+			Ops:     []OpSpec{{Op: 1, Inputs: []int32{-1}}},
+			Outputs: []int32{0},
+			Inputs:  []InputSpec{{Object: dag.NewObjectID(dag.PackSubtaskID(2, 1, 5), 0), Size: 8}}},
+	}}
+	bigB, err := codec.Marshal(&big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallB, err := codec.Marshal(&small)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var r PullReply
+	if err := codec.Unmarshal(bigB, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Reset()
+	if len(r.Subtasks) != 0 {
+		t.Fatalf("Reset left %d subtasks", len(r.Subtasks))
+	}
+	if err := codec.Unmarshal(smallB, &r); err != nil {
+		t.Fatal(err)
+	}
+	var fresh PullReply
+	if err := codec.Unmarshal(smallB, &fresh); err != nil {
+		t.Fatal(err)
+	}
+	got, err := codec.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := codec.Marshal(&fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("decoded into a reset reply:\n %+v\nfresh:\n %+v", r, fresh)
+	}
+	s := &r.Subtasks[0]
+	if s.Attempt != 0 || s.OutputBytes != 0 || len(s.Ops[0].Args) != 0 || len(s.Ops[0].Shape) != 0 ||
+		len(s.Inputs[0].Locations) != 0 || s.Inputs[0].Part != 0 {
+		t.Fatalf("stale fields survived: %+v", *s)
+	}
+
+	// Reusing the reply's memory: decoding a reply no larger than the last,
+	// without strings or args, allocates nothing.
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset()
+		if err := codec.Unmarshal(smallB, &r); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("decoding into a reset reply allocates %v times, want 0", allocs)
+	}
+}
+
+func TestCompletionsResetLeavesNothingBehind(t *testing.T) {
+	big := Pull{Credits: 4, Wait: 5, Done: []Completion{
+		{ID: dag.PackSubtaskID(1, 1, 1), Attempt: 2, Sizes: []int64{8, 16}, Error: "boom", Kind: dag.KindFatal,
+			Fetched: []dag.ObjectID{dag.NewObjectID(dag.PackSubtaskID(1, 1, 7), 0)}},
+		{ID: dag.PackSubtaskID(1, 1, 2), Sizes: []int64{8}},
+	}}
+	small := Pull{Credits: 1, Done: []Completion{{ID: dag.PackSubtaskID(3, 1, 1), Sizes: []int64{24}}}}
+	bigB, _ := codec.Marshal(&big)
+	smallB, _ := codec.Marshal(&small)
+
+	var p Pull
+	if err := codec.Unmarshal(bigB, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Reset()
+	if err := codec.Unmarshal(smallB, &p); err != nil {
+		t.Fatal(err)
+	}
+	c := p.Done[0]
+	if p.Wait != 0 || len(p.Done) != 1 || c.Attempt != 0 || c.Error != "" || c.Kind != 0 || len(c.Fetched) != 0 ||
+		len(c.Sizes) != 1 || c.Sizes[0] != 24 {
+		t.Fatalf("decoded into a reset pull: %+v", p)
+	}
+
+	cm := Complete{Done: big.Done}
+	cmB, _ := codec.Marshal(&cm)
+	var got Complete
+	if err := codec.Unmarshal(cmB, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Reset()
+	one, _ := codec.Marshal(&Complete{Done: small.Done})
+	if err := codec.Unmarshal(one, &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Done[0]; len(got.Done) != 1 || c.Error != "" || c.Attempt != 0 || len(c.Fetched) != 0 {
+		t.Fatalf("decoded into a reset complete: %+v", got)
+	}
+}
