@@ -62,6 +62,11 @@ func TestRetriesThenFatal(t *testing.T) {
 	if left := flakyFailures.Load(); left != 1000-4 {
 		t.Fatalf("the op ran %d times, want 4 (1 + 3 retries)", 1000-left)
 	}
+	// Retries are bounded: a job cannot ask for more than the head allows.
+	_, err = c.Submit(ctx, flakyGraph(), phobos.JobOptions{Retries: 1000})
+	if !errors.Is(err, phobos.ErrInvalidGraph) || !strings.Contains(err.Error(), "retries 1000") {
+		t.Fatalf("submit with 1000 retries: err = %v, want an invalid-argument error naming the retries", err)
+	}
 }
 
 func TestCancelIsQuick(t *testing.T) {

@@ -36,7 +36,7 @@ func runHead(ctx context.Context, args []string) error {
 	trailing := fs.Uint64("raft-trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, so a lagging follower needs no snapshot")
 	rayletTimeout := fs.Duration("raylet-timeout", 5*time.Second, "a raylet silent this long is lost and its work runs elsewhere")
 	resultTTL := fs.Duration("result-ttl", time.Hour, "how long results stay after a job ends unless the driver releases them")
-	retries := fs.Int("retries", 3, "default re-runs of a failed subtask before its job fails")
+	retries := fs.Int("retries", 3, "default re-runs of a failed subtask before its job fails (at most 100)")
 	maxFrame := int64(16 << 20)
 	fs.Var(byteSize{&maxFrame}, "max-frame", "largest control message this head accepts (job graphs travel in one)")
 	if err := parse(fs, args); err != nil {

@@ -19,7 +19,7 @@ import (
 // released: messages to raylets and Raft writes never happen under s.mu.
 type effectWork struct {
 	free    []sessionMsg
-	cancel  []sessionMsg
+	cancel  []sessionMsg // cancels, and notices of lost peers
 	ended   []endedJob
 	advance []dag.TaskID // jobs whose next stage is to be lowered
 }
@@ -109,7 +109,7 @@ func (s *Server) do(w effectWork) {
 	}
 	for _, m := range w.cancel {
 		if err := m.sess.Send(m.m, m.msg); err != nil {
-			s.log.Debug("cancel subtasks", "raylet", m.sess.RemoteID(), "err", err)
+			s.log.Debug("send to raylet", "raylet", m.sess.RemoteID(), "method", m.m, "err", err)
 		}
 	}
 	for _, t := range w.advance {
@@ -200,8 +200,8 @@ func (s *Server) submit(ctx context.Context, req wire.SubmitJob) (any, error) {
 	if _, err := lowering.ParseFusion(req.Options.Fusion); err != nil {
 		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: %v", err)
 	}
-	if req.Options.Retries < 0 {
-		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: retries %d must not be negative", req.Options.Retries)
+	if req.Options.Retries < 0 || req.Options.Retries > MaxRetries {
+		return nil, dag.Errorf(dag.KindInvalidArgument, "submit: retries %d is out of range; use 0 (the cluster's default) to %d", req.Options.Retries, MaxRetries)
 	}
 	var zero [16]byte
 	if req.RequestID == zero {

@@ -148,6 +148,7 @@ type job struct {
 	qseq     []uint64
 	copies   map[int32][]int32 // subtask -> other raylets holding its outputs
 	failedOn map[int32][]int32 // subtask -> raylets an attempt of it failed on
+	excused  map[int32]uint8   // subtask -> failed attempts not counted against its retries
 	size     []int64           // per chunk: stored bytes of exported chunks
 	result   []bool            // per chunk: a result of the job
 	done     int               // subtasks finished or freed
@@ -742,10 +743,22 @@ func (s *Scheduler) failed(j *job, i, r int32, c *wire.Completion) {
 		}
 	}
 	j.attempts[i]++
+	if c.Kind == dag.KindUnavailable && j.waiting[i] > 0 && j.excused[i] < maxExcused && j.status == JobRunning {
+		// An input was lost while the attempt ran (its raylet died) and is
+		// being rebuilt: the attempt could not have worked, so it does not
+		// count against the subtask's retries. It runs again once the
+		// input is back.
+		if j.excused == nil {
+			j.excused = make(map[int32]uint8)
+		}
+		j.excused[i]++
+		s.requeue(j, i, -1)
+		return
+	}
 	if !contains(j.failedOn[i], r) {
 		j.failedOn[i] = append(j.failedOn[i], r)
 	}
-	if int(j.attempts[i]) <= j.retries && j.status == JobRunning {
+	if int(j.attempts[i]-j.excused[i]) <= j.retries && j.status == JobRunning {
 		s.requeue(j, i, s.place(j, i, r))
 		return
 	}
@@ -756,6 +769,15 @@ func (s *Scheduler) failed(j *job, i, r int32, c *wire.Completion) {
 		s.cancelAll(j, JobFailed, err)
 	}
 }
+
+// MaxRetries is the most re-runs a job may ask for. Attempts are counted
+// in a byte: MaxRetries + 1 + maxExcused must stay below 256.
+const MaxRetries = 100
+
+// maxExcused bounds the failed attempts of one subtask that are not
+// counted because an input was lost meanwhile, so that a cluster losing
+// raylets over and over still ends the job.
+const maxExcused = 8
 
 func (s *Scheduler) opNames(j *job, i int32) string {
 	out := ""

@@ -50,7 +50,8 @@ type Config struct {
 	// CancelGrace is how long a cancelled subtask's kernel may run on before
 	// it is abandoned; default 5s.
 	CancelGrace time.Duration
-	// Retries is the default number of re-runs of a failed subtask; default 3.
+	// Retries is the default number of re-runs of a failed subtask; default
+	// 3, at most MaxRetries.
 	Retries int
 	// Transport, if set, is the base transport configuration.
 	Transport transport.Config
@@ -111,6 +112,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.Retries > MaxRetries {
+		return nil, fmt.Errorf("head: --retries %d is more than %d; a subtask failing that often will not succeed, fix its cause", cfg.Retries, MaxRetries)
 	}
 	if cfg.RayletTimeout <= 0 {
 		cfg.RayletTimeout = 5 * time.Second
@@ -564,9 +568,20 @@ func (s *Server) registerRaylet(ctx context.Context, sess *transport.Session, re
 		} else {
 			s.log.Warn("raylet lost", "raylet", req.ID, "err", sess.Err())
 		}
+		leaving := s.raylets[r] != nil && s.raylets[r].leaving
 		s.raylets[r] = nil
 		fx := s.sched.LoseRaylet(r)
 		work := s.effectsLocked(fx)
+		if !leaving {
+			// Raylets fetching from the lost one give up now rather than
+			// when their streams time out; the scheduler is rebuilding
+			// what they were fetching.
+			for _, rc := range s.raylets {
+				if rc != nil {
+					work.cancel = append(work.cancel, sessionMsg{rc.sess, wire.MethodPeerLost, wire.PeerLost{ID: req.ID, Addr: req.Addr}})
+				}
+			}
+		}
 		s.mu.Unlock()
 		s.do(work)
 	}()

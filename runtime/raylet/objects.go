@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -287,7 +288,10 @@ type peers struct {
 	mu       sync.Mutex
 	sessions map[string]*transport.Session
 	inflight map[dag.ObjectID]*fetchCall
-	closed   bool
+	// losses counts, per address, the times the head declared the raylet
+	// there lost. A transfer that sees it change gives that location up.
+	losses map[string]uint64
+	closed bool
 }
 
 type fetchCall struct {
@@ -302,7 +306,7 @@ func newPeers(cfg transport.Config, log *slog.Logger) *peers {
 	if cfg.StreamWindow < bulkWindow {
 		cfg.StreamWindow = bulkWindow
 	}
-	return &peers{cfg: cfg, log: log, sessions: map[string]*transport.Session{}, inflight: map[dag.ObjectID]*fetchCall{}}
+	return &peers{cfg: cfg, log: log, sessions: map[string]*transport.Session{}, inflight: map[dag.ObjectID]*fetchCall{}, losses: map[string]uint64{}}
 }
 
 // startServing registers a stream being served, unless closing.
@@ -331,6 +335,33 @@ func (p *peers) close() {
 	p.serving.Wait()
 }
 
+// lost closes the sessions to the raylet at addr, which the head declared
+// lost: transfers from it fail now instead of when their streams time out,
+// and give that location up (see fetchAny). New transfers may dial addr
+// again: a raylet restarted there is a new one.
+func (p *peers) lost(addr string) {
+	p.mu.Lock()
+	p.losses[addr]++
+	var ss []*transport.Session
+	for key, s := range p.sessions {
+		if key == addr || strings.HasPrefix(key, addr+"#") {
+			ss = append(ss, s)
+			delete(p.sessions, key)
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range ss {
+		s.Close()
+	}
+}
+
+// lossCount returns how often the raylet at addr was declared lost.
+func (p *peers) lossCount(addr string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.losses[addr]
+}
+
 // session returns a cached session to the raylet at addr; slot picks one
 // of several, so that the ranges of a large object travel on separate TCP
 // connections (and yamux receive loops).
@@ -353,6 +384,7 @@ func (p *peers) session(ctx context.Context, addr string, slot int) (*transport.
 			return s, nil
 		}
 	}
+	losses := p.losses[addr]
 	p.mu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
 	s, err := transport.Dial(dctx, addr, p.cfg)
@@ -370,6 +402,10 @@ func (p *peers) session(ctx context.Context, addr string, slot int) (*transport.
 	if p.closed {
 		s.Close()
 		return nil, dag.Errorf(dag.KindUnavailable, "raylet is closing")
+	}
+	if p.losses[addr] != losses {
+		s.Close()
+		return nil, dag.Errorf(dag.KindUnavailable, "raylet at %s was declared lost while this raylet dialed it", addr)
 	}
 	p.sessions[key] = s
 	return s, nil
@@ -412,21 +448,36 @@ func (p *peers) fetch(ctx context.Context, store *objectstore.Store, in *wire.In
 // fetchAny tries each location in turn, and all of them again (up to
 // fetchRounds times, with a short backoff) while failures look transient:
 // a broken stream, a bad checksum, a busy or unreachable peer. A peer that
-// does not have the object is not asked again.
+// does not have the object is not asked again, nor is one the head
+// declared lost during the transfer; when every location was lost the
+// error is unavailable (the head rebuilds the object and runs the reader
+// again), otherwise not found.
 func (p *peers) fetchAny(ctx context.Context, store *objectstore.Store, in *wire.InputSpec) error {
 	if len(in.Locations) == 0 {
 		return dag.Errorf(dag.KindNotFound, "object %s has no known location", in.Object)
 	}
 	var errs []error
+	var gone uint64 // bit i: location i was declared lost (the first 64)
 	backoff := 20 * time.Millisecond
 	for round := 1; round <= fetchRounds; round++ {
 		transient := false
-		for _, addr := range in.Locations {
+		for i, addr := range in.Locations {
+			if i < 64 && gone&(1<<i) != 0 {
+				continue
+			}
+			losses := p.lossCount(addr)
 			err := p.fetchFrom(ctx, store, addr, in.Object, in.Size)
 			if err == nil || errors.Is(err, objectstore.ErrExists) {
 				return nil
 			}
 			p.stats.errs.Add(1)
+			if p.lossCount(addr) != losses && ctx.Err() == nil {
+				errs = append(errs, fmt.Errorf("from %s (round %d): the head declared that raylet lost: %w", addr, round, err))
+				if i < 64 {
+					gone |= 1 << i
+				}
+				continue
+			}
 			errs = append(errs, fmt.Errorf("from %s (round %d): %w", addr, round, err))
 			p.log.Debug("fetch failed", "object", in.Object, "from", addr, "round", round, "err", err)
 			if ctx.Err() != nil {
@@ -440,6 +491,9 @@ func (p *peers) fetchAny(ctx context.Context, store *objectstore.Store, in *wire
 			}
 		}
 		if !transient {
+			if gone != 0 {
+				return dag.Errorf(dag.KindUnavailable, "fetch %s: its raylets were lost: %w", in.Object, errors.Join(errs...))
+			}
 			return dag.Errorf(dag.KindNotFound, "fetch %s: no location has it: %w", in.Object, errors.Join(errs...))
 		}
 		if round < fetchRounds {

@@ -641,3 +641,41 @@ func TestUnknownStreamKind(t *testing.T) {
 		t.Errorf("answer %+v", h)
 	}
 }
+
+// A transfer from a raylet the head declares lost (here: one that stopped
+// answering mid-transfer) fails at once, as unavailable, without asking
+// that raylet again, rather than when its stream times out.
+func TestFetchGivesUpALostPeer(t *testing.T) {
+	data := randomBytes(256<<10, 6)
+	f := startFakePeer(t, data, func(int32) string { return "good" })
+	f.hold = make(chan struct{})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(f.hold) }) })
+	b := startRaylet(t, "b", 4<<20)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.peers.fetch(testCtx(t), b.Store(), &wire.InputSpec{Object: testObject(1), Size: int64(len(data)), Locations: []string{f.addr}})
+	}()
+	waitFor(t, "the transfer to start", func() bool { return f.requests.Load() == 1 })
+	b.peers.lost(f.addr)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(streamIdle / 2):
+		t.Fatal("the fetch still waits on a peer declared lost")
+	}
+	if !errors.Is(err, dag.ErrUnavailable) || !strings.Contains(err.Error(), "declared that raylet lost") {
+		t.Fatalf("err = %v; want unavailable, saying the raylet was lost", err)
+	}
+	if n := f.requests.Load(); n != 1 {
+		t.Errorf("the lost peer was asked %d times, want once", n)
+	}
+	if st := b.Store().Stats(); st.Objects != 0 || st.Used != 0 {
+		t.Errorf("the failed fetch left something in the store: %+v", st)
+	}
+	// A raylet at that address later (restarted) is dialled again.
+	release.Do(func() { close(f.hold) })
+	if err := b.peers.fetch(testCtx(t), b.Store(), &wire.InputSpec{Object: testObject(1), Size: int64(len(data)), Locations: []string{f.addr}}); err != nil {
+		t.Fatalf("fetch after the loss: %v", err)
+	}
+}

@@ -590,6 +590,16 @@ func (h headHandler) HandleMessage(s *transport.Session, m transport.Method, b t
 			return
 		}
 		h.r.cancelSubtasks(msg.IDs)
+	case wire.MethodPeerLost:
+		var msg wire.PeerLost
+		if err := b.Decode(&msg); err != nil {
+			h.r.log.Warn("peer lost", "err", err)
+			return
+		}
+		if msg.Addr != h.r.addr {
+			h.r.log.Info("peer lost", "raylet", msg.ID, "addr", msg.Addr)
+			h.r.peers.lost(msg.Addr)
+		}
 	default:
 		h.r.log.Warn("unknown message from head", "method", m)
 	}

@@ -46,6 +46,7 @@ const (
 const (
 	MethodFreeObjects    transport.Method = 40 // one-way
 	MethodCancelSubtasks transport.Method = 41 // one-way
+	MethodPeerLost       transport.Method = 42 // one-way
 )
 
 // Leader answers MethodLeader.
@@ -246,6 +247,14 @@ type StoreStats struct {
 // FreeObjects tells a raylet to delete objects nobody needs any more.
 type FreeObjects struct {
 	IDs []dag.ObjectID `cbor:"1,keyasint"`
+}
+
+// PeerLost tells a raylet that the head declared another raylet lost (its
+// session closed or its heartbeats stopped), so that transfers from it
+// stop waiting at once instead of when their streams time out.
+type PeerLost struct {
+	ID   string `cbor:"1,keyasint"`
+	Addr string `cbor:"2,keyasint"`
 }
 
 // CancelSubtasks tells a raylet to interrupt running subtasks.
