@@ -33,7 +33,23 @@ type Config struct {
 	// e.g. to register a raylet. An error drops the session and retries.
 	OnConnect func(ctx context.Context, s *transport.Session) error
 	Logger    *slog.Logger
+
+	// CheckInterval is how often the leader session is checked: the head
+	// is asked who leads, and the session is dropped (and the leader found
+	// again) if the head does not answer within CheckTimeout or names
+	// another leader. This finds a leader that is paused or cut off much
+	// sooner than the transport's keepalive, which only notices a dead
+	// connection. Defaults 1s and 3s; a negative CheckInterval turns the
+	// check off.
+	CheckInterval time.Duration
+	CheckTimeout  time.Duration
 }
+
+// Defaults of Config.CheckInterval and Config.CheckTimeout.
+const (
+	DefaultCheckInterval = time.Second
+	DefaultCheckTimeout  = 3 * time.Second
+)
 
 // Conn is a session to the head leader that follows leadership changes. It
 // is safe for concurrent use.
@@ -54,6 +70,12 @@ func New(cfg Config) *Conn {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.CheckInterval == 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
+	if cfg.CheckTimeout <= 0 {
+		cfg.CheckTimeout = DefaultCheckTimeout
 	}
 	return &Conn{cfg: cfg, log: log, known: append([]string(nil), cfg.Heads...), done: make(chan struct{})}
 }
@@ -137,9 +159,47 @@ func (c *Conn) session(ctx context.Context) (*transport.Session, error) {
 			return nil, dag.Errorf(dag.KindUnavailable, "connection to the head leader is closed")
 		}
 		c.sess = s
+		if c.cfg.CheckInterval > 0 {
+			go c.check(s, c.known[0]) // connect put the leader's address first
+		}
 	}
 	c.mu.Unlock()
 	return s, err
+}
+
+// check asks the head of session s who leads, every CheckInterval, until s
+// ends; it drops s when the head does not answer in time or names another
+// leader, so that the next call finds the leader again.
+func (c *Conn) check(s *transport.Session, addr string) {
+	t := time.NewTicker(c.cfg.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.Done():
+			return
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CheckTimeout)
+		var ld wire.Leader
+		err := s.Call(ctx, wire.MethodLeader, struct{}{}, &ld)
+		cancel()
+		switch {
+		case s.Err() != nil:
+			return
+		case err != nil:
+			c.log.Warn("head leader does not answer; looking for the leader again", "head", s.RemoteID(), "timeout", c.cfg.CheckTimeout, "err", err)
+			c.demote(addr) // ask the other heads first
+		case ld.ID != s.RemoteID():
+			c.log.Info("head is no longer the leader; looking for the leader again", "head", s.RemoteID(), "leader", ld.ID)
+			c.remember(ld.Addr)
+		default:
+			continue
+		}
+		c.drop(s)
+		return
+	}
 }
 
 // attemptTimeout bounds the dial and the leader question at one head, so a
@@ -224,6 +284,19 @@ func (c *Conn) remember(addr string) {
 		}
 	}
 	c.known = out
+}
+
+// demote puts addr last in the list of known heads.
+func (c *Conn) demote(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.known))
+	for _, a := range c.known {
+		if a != addr {
+			out = append(out, a)
+		}
+	}
+	c.known = append(out, addr)
 }
 
 // drop forgets s if it is still the current session.
