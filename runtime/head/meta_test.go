@@ -747,3 +747,34 @@ func TestClusterSizes(t *testing.T) {
 		})
 	}
 }
+
+// Closing a head closes the sessions others dialled to it, so its
+// drivers and raylets see it go at once.
+func TestCloseEndsAcceptedSessions(t *testing.T) {
+	c := startMetaCluster(t, 1)
+	c.leader(10 * time.Second)
+	ctx := metaCtx(t, 10*time.Second)
+	sess, err := c.client("driver").session(ctx, c.addr(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ld wire.Leader
+	if err := sess.Call(ctx, wire.MethodLeader, struct{}{}, &ld); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	s := c.srvs[0]
+	c.srvs[0] = nil
+	c.mu.Unlock()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sess.Done():
+	case <-ctx.Done():
+		t.Fatal("the driver's session is still open after the head closed")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+}

@@ -71,6 +71,9 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	sessMu   sync.Mutex
+	accepted map[*transport.Session]struct{} // open sessions others dialled; nil once closing
+
 	mu       sync.Mutex
 	sched    *Scheduler // nil unless this head leads
 	term     uint64     // bumped at every leadership change, to spot stale work
@@ -163,6 +166,7 @@ func Start(cfg Config) (*Server, error) {
 		cfg: cfg, log: log, tcfg: tcfg, ln: ln, node: node, addr: addr,
 		ctx: ctx, cancel: cancel,
 		bySess:   map[*transport.Session]int32{},
+		accepted: map[*transport.Session]struct{}{},
 		jobDone:  map[dag.TaskID]chan struct{}{},
 		starting: map[dag.TaskID]chan struct{}{},
 		jobMeta:  map[dag.TaskID]*jobMeta{},
@@ -189,6 +193,13 @@ func (s *Server) Node() *raftmeta.Node { return s.node }
 func (s *Server) Close() error {
 	s.cancel()
 	s.ln.Close()
+	s.sessMu.Lock()
+	open := s.accepted
+	s.accepted = nil
+	s.sessMu.Unlock()
+	for sess := range open {
+		sess.Close() // drivers, raylets and other heads see the head go
+	}
 	s.mu.Lock()
 	s.stepDownLocked()
 	s.mu.Unlock()
@@ -204,7 +215,23 @@ func (s *Server) acceptLoop() {
 		if err != nil {
 			return
 		}
+		s.sessMu.Lock()
+		if s.accepted == nil {
+			s.sessMu.Unlock()
+			sess.Close()
+			return
+		}
+		s.accepted[sess] = struct{}{}
+		s.sessMu.Unlock()
 		sess.Serve(s)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			<-sess.Done()
+			s.sessMu.Lock()
+			delete(s.accepted, sess)
+			s.sessMu.Unlock()
+		}()
 	}
 }
 
