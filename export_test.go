@@ -7,3 +7,14 @@ import "context"
 func ConnectLocal(ctx context.Context, c *Client) (*Client, error) {
 	return Connect(ctx, c.local.head.Addr(), c.local.token)
 }
+
+// LocalStoreObjects counts the objects in the stores of c's embedded
+// raylets, read from the stores themselves (status reports lag by a
+// heartbeat).
+func LocalStoreObjects(c *Client) int {
+	n := 0
+	for _, r := range c.local.raylets {
+		n += r.Store().Stats().Objects
+	}
+	return n
+}

@@ -189,6 +189,36 @@ func TestStoresEmptyAfterRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStores(t, c, ctx, func(used int64) bool { return used == base }, "return to their starting usage")
+
+	// Intermediates are freed as their readers finish: on the reply to
+	// the pull that reported the readers, or by message when no reply is
+	// going out. Either way only the results are left, and nothing once
+	// they are released.
+	for _, g := range []phobos.Graph{
+		bench.Chain(2_000),
+		tensor.Ones([]int64{40_000}, tensor.Chunks(10)).Add(tensor.Ones([]int64{40_000}, tensor.Chunks(10))).Sum(),
+	} {
+		j, err = c.Submit(ctx, g, phobos.JobOptions{Fusion: "none"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Before the release only the result (and copies of the last
+		// inputs fetched from the other raylet) may remain.
+		deadline := time.Now().Add(30 * time.Second)
+		for n := phobos.LocalStoreObjects(c); n > 5; n = phobos.LocalStoreObjects(c) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d objects left in the stores after the job; intermediates were not freed", n)
+			}
+			time.Sleep(10 * time.Millisecond) // poll: frees are one-way messages
+		}
+		if err := j.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitStores(t, c, ctx, func(used int64) bool { return used == base }, "return to their starting usage")
+	}
 }
 
 func storeUse(t *testing.T, c *phobos.Client, ctx context.Context) int64 {

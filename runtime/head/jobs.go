@@ -51,7 +51,7 @@ func (w *effectWork) add(s *Server, fx *Effects) {
 		if len(ids) == 0 || r >= len(s.raylets) || s.raylets[r] == nil {
 			continue
 		}
-		w.free = append(w.free, sessionMsg{s.raylets[r].sess, wire.MethodFreeObjects, wire.FreeObjects{IDs: append([]dag.ObjectID(nil), ids...)}})
+		w.addFree(s.raylets[r].sess, ids)
 	}
 	for r, ids := range fx.Cancel {
 		if len(ids) == 0 || r >= len(s.raylets) || s.raylets[r] == nil {
@@ -97,6 +97,32 @@ func (w *effectWork) add(s *Server, fx *Effects) {
 		// commit.
 		w.ended = append(w.ended, e)
 	}
+}
+
+// addFree adds ids to the objects sess's raylet is told to delete: one
+// message per raylet, however many events freed its objects.
+func (w *effectWork) addFree(sess *transport.Session, ids []dag.ObjectID) {
+	for i := range w.free {
+		if m := &w.free[i]; m.sess == sess {
+			f := m.msg.(wire.FreeObjects)
+			f.IDs = append(f.IDs, ids...)
+			m.msg = f
+			return
+		}
+	}
+	w.free = append(w.free, sessionMsg{sess, wire.MethodFreeObjects, wire.FreeObjects{IDs: append([]dag.ObjectID(nil), ids...)}})
+}
+
+// takeFree removes and returns the objects sess's raylet is to delete.
+func (w *effectWork) takeFree(sess *transport.Session) []dag.ObjectID {
+	for i := range w.free {
+		if w.free[i].sess == sess {
+			ids := w.free[i].msg.(wire.FreeObjects).IDs
+			w.free = append(w.free[:i], w.free[i+1:]...)
+			return ids
+		}
+	}
+	return nil
 }
 
 // do carries out effect work: sends to raylets and records job outcomes in

@@ -523,7 +523,7 @@ func (s *Server) HandleMessage(sess *transport.Session, m transport.Method, b tr
 			s.log.Warn("bad completion batch", "from", sess.RemoteID(), "err", err)
 			return
 		}
-		s.complete(sess, msg.Done)
+		s.complete(sess, msg.Done, false)
 	case wire.MethodHeartbeat:
 		var msg wire.Heartbeat
 		if err := b.Decode(&msg); err != nil {
@@ -618,8 +618,9 @@ func (s *Server) registerRaylet(ctx context.Context, sess *transport.Session, re
 // pull hands a raylet up to its credits of subtasks, waiting up to req.Wait
 // for work to appear.
 func (s *Server) pull(ctx context.Context, sess *transport.Session, req wire.Pull) (any, error) {
+	var free []dag.ObjectID // the puller's objects its completions freed
 	if len(req.Done) > 0 {
-		s.complete(sess, req.Done)
+		free = s.complete(sess, req.Done, req.FreesInReply)
 	}
 	wait := min(max(req.Wait, 0), 30*time.Second)
 	var timer *time.Timer
@@ -639,7 +640,7 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, req wire.Pul
 		if len(specs) > 0 || wait == 0 {
 			// The specs share the scheduler's buffers: encode them before
 			// the next pull can run.
-			raw, err := codec.Marshal(wire.PullReply{Subtasks: specs})
+			raw, err := codec.Marshal(wire.PullReply{Subtasks: specs, Free: free})
 			s.mu.Unlock()
 			if err != nil {
 				return nil, dag.Errorf(dag.KindInternal, "encode pull reply: %w", err)
@@ -647,6 +648,11 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, req wire.Pul
 			return codec.RawMessage(raw), nil
 		}
 		s.mu.Unlock()
+		if len(free) > 0 {
+			// Nothing to run yet: free now, not when the reply goes.
+			s.sendFree(sess, free)
+			free = nil
+		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
@@ -663,12 +669,21 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, req wire.Pul
 	}
 }
 
-func (s *Server) complete(sess *transport.Session, done []wire.Completion) {
+func (s *Server) sendFree(sess *transport.Session, ids []dag.ObjectID) {
+	if err := sess.Send(wire.MethodFreeObjects, wire.FreeObjects{IDs: ids}); err != nil {
+		s.log.Debug("send to raylet", "raylet", sess.RemoteID(), "method", wire.MethodFreeObjects, "err", err)
+	}
+}
+
+// complete applies a raylet's completions. With keepFree, the objects
+// they freed on that raylet are returned rather than sent, to ride on the
+// pull's reply.
+func (s *Server) complete(sess *transport.Session, done []wire.Completion, keepFree bool) []dag.ObjectID {
 	s.mu.Lock()
 	r, ok := s.bySess[sess]
 	if !ok || s.sched == nil {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	var work effectWork
 	for i := range done {
@@ -676,5 +691,10 @@ func (s *Server) complete(sess *transport.Session, done []wire.Completion) {
 		work.add(s, fx)
 	}
 	s.mu.Unlock()
+	var free []dag.ObjectID
+	if keepFree {
+		free = work.takeFree(sess)
+	}
 	s.do(work)
+	return free
 }

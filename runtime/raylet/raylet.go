@@ -307,7 +307,7 @@ func (r *Raylet) pullLoop() {
 			return
 		}
 		b := r.takeBatch()
-		err := r.head.Call(r.ctx, wire.MethodPull, wire.Pull{Credits: credits, Wait: 2 * time.Second, Done: done}, &b.rep)
+		err := r.head.Call(r.ctx, wire.MethodPull, wire.Pull{Credits: credits, Wait: 2 * time.Second, Done: done, FreesInReply: true}, &b.rep)
 		r.mu.Lock()
 		r.pulling = false
 		if err != nil {
@@ -330,6 +330,7 @@ func (r *Raylet) pullLoop() {
 			continue
 		}
 		backoff = 20 * time.Millisecond
+		r.freeObjects(b.rep.Free) // before the subtasks: one may make a freed object anew
 		if len(b.rep.Subtasks) == 0 {
 			r.putBatch(b)
 			continue
@@ -563,6 +564,15 @@ func (r *Raylet) heartbeatLoop() {
 	}
 }
 
+// freeObjects deletes objects the head says nobody needs any more.
+func (r *Raylet) freeObjects(ids []dag.ObjectID) {
+	for _, id := range ids {
+		if err := r.store.Delete(id); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
+			r.log.Warn("free object", "id", id, "err", err)
+		}
+	}
+}
+
 // headHandler serves what the head leader sends to this raylet.
 type headHandler struct{ r *Raylet }
 
@@ -578,11 +588,7 @@ func (h headHandler) HandleMessage(s *transport.Session, m transport.Method, b t
 			h.r.log.Warn("free objects", "err", err)
 			return
 		}
-		for _, id := range msg.IDs {
-			if err := h.r.store.Delete(id); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
-				h.r.log.Warn("free object", "id", id, "err", err)
-			}
-		}
+		h.r.freeObjects(msg.IDs)
 	case wire.MethodCancelSubtasks:
 		var msg wire.CancelSubtasks
 		if err := b.Decode(&msg); err != nil {

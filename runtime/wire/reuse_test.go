@@ -24,7 +24,7 @@ func TestPullReplyResetLeavesNothingBehind(t *testing.T) {
 				{Object: dag.NewObjectID(dag.PackSubtaskID(1, 1, 8), 0), Size: 80, Locations: []string{"c:3"}},
 			}},
 		{ID: dag.PackSubtaskID(1, 1, 2), Attempt: 1, Ops: []OpSpec{{Op: 9, Args: []byte{1}}}, Outputs: []int32{0}},
-	}}
+	}, Free: []dag.ObjectID{dag.NewObjectID(dag.PackSubtaskID(1, 1, 7), 0)}}
 	small := PullReply{Subtasks: []SubtaskSpec{
 		{ID: dag.PackSubtaskID(2, 1, 1),
 			Ops:     []OpSpec{{Op: 1, Inputs: []int32{-1}}},
@@ -45,8 +45,8 @@ func TestPullReplyResetLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Reset()
-	if len(r.Subtasks) != 0 {
-		t.Fatalf("Reset left %d subtasks", len(r.Subtasks))
+	if len(r.Subtasks) != 0 || len(r.Free) != 0 {
+		t.Fatalf("Reset left %d subtasks and %d frees", len(r.Subtasks), len(r.Free))
 	}
 	if err := codec.Unmarshal(smallB, &r); err != nil {
 		t.Fatal(err)

@@ -86,11 +86,17 @@ type Pull struct {
 	// Done are completions riding on the pull; the head applies them
 	// before it picks subtasks.
 	Done []Completion `cbor:"3,keyasint,omitempty"`
+	// FreesInReply says the raylet takes frees in PullReply.Free: objects
+	// on it that Done made garbage then ride on the reply (when it goes at
+	// once) instead of a FreeObjects message of their own.
+	FreesInReply bool `cbor:"4,keyasint,omitempty"`
 }
 
-// PullReply carries subtasks, highest priority first.
+// PullReply carries subtasks, highest priority first, and objects the
+// raylet is to delete before it runs them.
 type PullReply struct {
-	Subtasks []SubtaskSpec `cbor:"1,keyasint,omitempty"`
+	Subtasks []SubtaskSpec  `cbor:"1,keyasint,omitempty"`
+	Free     []dag.ObjectID `cbor:"2,keyasint,omitempty"`
 }
 
 // Reset empties r for decoding into again while keeping its memory: every
@@ -103,6 +109,7 @@ func (r *PullReply) Reset() {
 		specs[i].reset()
 	}
 	r.Subtasks = r.Subtasks[:0]
+	r.Free = r.Free[:0]
 }
 
 func (s *SubtaskSpec) reset() {
