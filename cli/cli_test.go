@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +114,26 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// A bad flag value gets one clear line naming it, and exit status 1; the
+// command's name is said once.
+func TestHeadRefusesTooManyRetries(t *testing.T) {
+	bin := buildPhobos(t)
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	if err := os.WriteFile(tok, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "head", "--id", "h1", "--data-dir", filepath.Join(dir, "h1"), "--token-file", tok, "--retries", "1000")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v; want status 1 (output %q)", err, out)
+	}
+	if want := "phobos head: --retries 1000 is more than 100"; !strings.HasPrefix(string(out), want) {
+		t.Fatalf("output %q; want it to start %q", out, want)
+	}
 }

@@ -94,7 +94,8 @@ func Run(args []string) int {
 			if errors.Is(err, flag.ErrHelp) {
 				return 0
 			}
-			fmt.Fprintf(os.Stderr, "phobos %s: %v\n", name, err)
+			// "phobos head: head: no id" says head once.
+			fmt.Fprintf(os.Stderr, "phobos %s: %s\n", name, strings.TrimPrefix(err.Error(), name+": "))
 			var ue usageError
 			if errors.As(err, &ue) {
 				return 2
