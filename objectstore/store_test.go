@@ -573,9 +573,6 @@ func TestConcurrentLifecycle(t *testing.T) {
 }
 
 func TestGetReleaseDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector adds allocations of its own")
-	}
 	s := openTest(t, 1<<20)
 	put(t, s, oid(1), make([]byte, 1000), []byte("m"))
 	allocs := testing.AllocsPerRun(1000, func() {

@@ -1,5 +1,0 @@
-//go:build race
-
-package objectstore
-
-const raceEnabled = true
