@@ -870,27 +870,6 @@ func (in *inst) execFloat(d []float64, vals [][]float64) {
 		logF(d, a)
 	case opSqrt:
 		sqrtF(d, a)
-	case opAdd:
-		if b != nil {
-			addVV(d, a, b)
-		} else {
-			addVS(d, a, s) // x+s == s+x exactly
-		}
-	case opSub:
-		switch in.form {
-		case formVV:
-			subVV(d, a, b)
-		case formVS:
-			subVS(d, a, s)
-		default:
-			subSV(d, s, a)
-		}
-	case opMul:
-		if b != nil {
-			mulVV(d, a, b)
-		} else {
-			mulVS(d, a, s)
-		}
 	case opDiv:
 		switch in.form {
 		case formVV:
@@ -909,18 +888,8 @@ func (in *inst) execFloat(d []float64, vals [][]float64) {
 		default:
 			powSV(d, s, a)
 		}
-	case opMax:
-		if b != nil {
-			maxVV(d, a, b)
-		} else {
-			maxVS(d, a, s)
-		}
-	case opMin:
-		if b != nil {
-			minVV(d, a, b)
-		} else {
-			minVS(d, a, s)
-		}
+	default:
+		execBinary(in.code, in.form, d, a, b, s)
 	}
 }
 
@@ -930,20 +899,29 @@ func (in *inst) execInt(d []int64, vals [][]float64) {
 	if in.form == formVV && in.code >= opAdd {
 		b = asI64(vals[in.b])
 	}
-	s := in.i
 	switch in.code {
 	case opNeg:
 		neg(d, a)
 	case opAbs:
 		absI(d, a)
+	default:
+		execBinary(in.code, in.form, d, a, b, in.i)
+	}
+}
+
+// execBinary runs the binary ops both dtypes have: a op b (formVV), a op s
+// (formVS) or s op a. x+s == s+x exactly, and so on for the commutative
+// ones, so they need no third form.
+func execBinary[T num](code opcode, form uint8, d, a, b []T, s T) {
+	switch code {
 	case opAdd:
-		if b != nil {
+		if form == formVV {
 			addVV(d, a, b)
 		} else {
 			addVS(d, a, s)
 		}
 	case opSub:
-		switch in.form {
+		switch form {
 		case formVV:
 			subVV(d, a, b)
 		case formVS:
@@ -952,19 +930,19 @@ func (in *inst) execInt(d []int64, vals [][]float64) {
 			subSV(d, s, a)
 		}
 	case opMul:
-		if b != nil {
+		if form == formVV {
 			mulVV(d, a, b)
 		} else {
 			mulVS(d, a, s)
 		}
 	case opMax:
-		if b != nil {
+		if form == formVV {
 			maxVV(d, a, b)
 		} else {
 			maxVS(d, a, s)
 		}
 	case opMin:
-		if b != nil {
+		if form == formVV {
 			minVV(d, a, b)
 		} else {
 			minVS(d, a, s)
