@@ -34,6 +34,36 @@ func waitProgress(t *testing.T, ctx context.Context, j *phobos.Job, n int) {
 	}
 }
 
+// startSleepSum connects a driver to c, submits a sum over n subtasks that
+// each sleep d, and returns once a quarter of them have finished, so that
+// a fault lands in the middle of the job.
+func startSleepSum(t *testing.T, ctx context.Context, c *cluster.Cluster, n int64, d time.Duration) (*phobos.Client, *phobos.Job) {
+	t.Helper()
+	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	j, err := drv.Submit(ctx, bench.SleepSum(n, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitProgress(t, ctx, j, int(n/4))
+	return drv, j
+}
+
+// wantSleepSum waits for j and checks its exact sum 0+1+...+(n-1).
+func wantSleepSum(t *testing.T, ctx context.Context, j *phobos.Job, n int64) {
+	t.Helper()
+	res, err := j.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int64Result(t, res.Values[0]); got != n*(n-1)/2 {
+		t.Fatalf("sum = %d, want %d", got, n*(n-1)/2)
+	}
+}
+
 func int64Result(t *testing.T, v *phobos.Value) int64 {
 	t.Helper()
 	if len(v.Data) != 8 {
@@ -48,27 +78,12 @@ func TestRayletKilledMidJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := startCluster(t, ctx, 1, 3)
-	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
 	const n = 240
-	j, err := drv.Submit(ctx, bench.SleepSum(n, 25*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitProgress(t, ctx, j, n/4)
+	drv, j := startSleepSum(t, ctx, c, n, 25*time.Millisecond)
 	if err := c.Raylets[1].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := j.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := int64Result(t, res.Values[0]); got != n*(n-1)/2 {
-		t.Fatalf("sum = %d, want %d", got, n*(n-1)/2)
-	}
+	wantSleepSum(t, ctx, j, n)
 	st, err := drv.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -87,17 +102,8 @@ func TestLeaderKilledMidJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := startCluster(t, ctx, 3, 2)
-	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
 	const n = 240
-	j, err := drv.Submit(ctx, bench.SleepSum(n, 25*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitProgress(t, ctx, j, n/4)
+	drv, j := startSleepSum(t, ctx, c, n, 25*time.Millisecond)
 	st, err := drv.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -114,13 +120,7 @@ func TestLeaderKilledMidJob(t *testing.T) {
 	if err := leader.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := j.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := int64Result(t, res.Values[0]); got != n*(n-1)/2 {
-		t.Fatalf("sum = %d, want %d", got, n*(n-1)/2)
-	}
+	wantSleepSum(t, ctx, j, n)
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -144,28 +144,13 @@ func TestRayletPausedMissesHeartbeats(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := startClusterWith(t, ctx, 1, 2, []string{"--raylet-timeout", "1s"})
-	drv, err := phobos.Connect(ctx, c.HeadAddrs(), c.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
 	const n = 160
-	j, err := drv.Submit(ctx, bench.SleepSum(n, 20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitProgress(t, ctx, j, n/4)
+	drv, j := startSleepSum(t, ctx, c, n, 20*time.Millisecond)
 	paused := c.Raylets[0]
 	if err := paused.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	res, err := j.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := int64Result(t, res.Values[0]); got != n*(n-1)/2 {
-		t.Fatalf("sum = %d, want %d", got, n*(n-1)/2)
-	}
+	wantSleepSum(t, ctx, j, n)
 	st, _ := drv.Status(ctx)
 	for _, r := range st.Raylets {
 		if r.ID == paused.ID && r.State == "alive" {
