@@ -12,6 +12,7 @@ import (
 	"github.com/phobos-project/phobos/bindings/bench"
 	"github.com/phobos-project/phobos/bindings/tensor"
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/testutil"
 )
 
 // flakyOp fails while its counter is positive, then succeeds.
@@ -207,13 +208,7 @@ func TestStoresEmptyAfterRelease(t *testing.T) {
 		}
 		// Before the release only the result (and copies of the last
 		// inputs fetched from the other raylet) may remain.
-		deadline := time.Now().Add(30 * time.Second)
-		for n := phobos.LocalStoreObjects(c); n > 5; n = phobos.LocalStoreObjects(c) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d objects left in the stores after the job; intermediates were not freed", n)
-			}
-			time.Sleep(10 * time.Millisecond) // poll: frees are one-way messages
-		}
+		testutil.WaitFor(t, 30*time.Second, "intermediates to be freed", func() bool { return phobos.LocalStoreObjects(c) <= 5 })
 		if err := j.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -236,17 +231,7 @@ func storeUse(t *testing.T, c *phobos.Client, ctx context.Context) int64 {
 // waitStores waits (heartbeats carry store usage) until ok holds.
 func waitStores(t *testing.T, c *phobos.Client, ctx context.Context, ok func(int64) bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		used := storeUse(t, c, ctx)
-		if ok(used) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stores did not %s: %d bytes used", what, used)
-		}
-		time.Sleep(50 * time.Millisecond) // heartbeats report usage each second
-	}
+	testutil.WaitFor(t, 30*time.Second, "stores to "+what, func() bool { return ok(storeUse(t, c, ctx)) })
 }
 
 // TestZeroCopyResult reads a result straight from the co-located raylet's

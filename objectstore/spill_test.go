@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/testutil"
 )
 
 const waitLimit = 20 * time.Second
@@ -59,18 +60,6 @@ func wantData(t *testing.T, s *Store, i uint64, n int) {
 	defer s.Release(oid(i))
 	if !bytes.Equal(obj.Data, pattern(i, n)) {
 		t.Fatalf("object %d: bytes differ after spill and restore", i)
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not synchronising on time
 	}
 }
 
@@ -223,7 +212,7 @@ func TestCreateCtxWaitsForSpace(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, "the create to wait", func() bool { return s.Stats().Waits == 3 })
+	testutil.WaitFor(t, waitLimit, "the create to wait", func() bool { return s.Stats().Waits == 3 })
 	s.Release(oid(1))
 	select {
 	case err := <-done:
@@ -255,7 +244,7 @@ func TestCloseEndsWaiters(t *testing.T) {
 		_, err := s.CreateCtx(context.Background(), oid(1), 4096, nil)
 		done <- err
 	}()
-	waitFor(t, "the create to wait", func() bool { return s.Stats().Waits == 1 })
+	testutil.WaitFor(t, waitLimit, "the create to wait", func() bool { return s.Stats().Waits == 1 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +281,7 @@ func TestGetWaitsForSpaceToRestore(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, "the get to wait", func() bool { return s.Stats().Waits == 1 })
+	testutil.WaitFor(t, waitLimit, "the get to wait", func() bool { return s.Stats().Waits == 1 })
 	s.Release(oid(2))
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -333,7 +322,7 @@ func TestNoHalfWrittenReads(t *testing.T) {
 	go get()
 	<-inRestore
 	go get()
-	waitFor(t, "the second get to wait for the restore", func() bool {
+	testutil.WaitFor(t, waitLimit, "the second get to wait for the restore", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.wake != nil

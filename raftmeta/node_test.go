@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/testutil"
 )
 
 // testLogger discards unless RAFTMETA_LOG is set.
@@ -33,22 +34,6 @@ func testConfig(id, dir string) Config {
 		LeaderLeaseTimeout: 100 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 		Logger:             testLogger(),
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		case <-tick.C:
-		}
 	}
 }
 
@@ -139,7 +124,7 @@ func (c *cluster) up() []*Node {
 func (c *cluster) leader() *Node {
 	c.t.Helper()
 	var l *Node
-	waitFor(c.t, 10*time.Second, "a leader known to every running head", func() bool {
+	testutil.WaitFor(c.t, 10*time.Second, "a leader known to every running head", func() bool {
 		l = nil
 		for _, n := range c.up() {
 			if n.IsLeader() {
@@ -179,7 +164,7 @@ func (c *cluster) converged(l *Node) {
 	}
 	want := stateBytes(c.t, l.fsm)
 	for _, n := range c.followers(l) {
-		waitFor(c.t, 10*time.Second, n.id+" to catch up with "+l.id, func() bool {
+		testutil.WaitFor(c.t, 10*time.Second, n.id+" to catch up with "+l.id, func() bool {
 			return n.fsm.NextTask() == l.fsm.NextTask() && string(stateBytes(c.t, n.fsm)) == string(want)
 		})
 	}
@@ -204,7 +189,7 @@ func (c *cluster) allocRetry(req RequestID) dag.TaskID {
 func (c *cluster) applyRetry(cmd Command) Result {
 	c.t.Helper()
 	var res Result
-	waitFor(c.t, 15*time.Second, "a write to succeed", func() bool {
+	testutil.WaitFor(c.t, 15*time.Second, "a write to succeed", func() bool {
 		for _, n := range c.up() {
 			if !n.IsLeader() {
 				continue
@@ -230,7 +215,7 @@ func TestSingleNode(t *testing.T) {
 	c := startCluster(t, 1, func(cfg *Config) { cfg.Logger = slog.New(rec) })
 	n := c.nodes["h1"]
 	ch := n.LeaderCh()
-	waitFor(t, 10*time.Second, "leadership on LeaderCh", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "leadership on LeaderCh", func() bool {
 		select {
 		case v := <-ch:
 			return v
@@ -307,7 +292,7 @@ func TestSingleNode(t *testing.T) {
 	if err := l.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "LeaderCh to close", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "LeaderCh to close", func() bool {
 		select {
 		case _, ok := <-ch:
 			return !ok
@@ -624,7 +609,7 @@ func TestSnapshotRestoreOnRestart(t *testing.T) {
 		c.applyRetry(Command{RequestID: NewRequestID(), Body: BeginStage{Task: task, N: uint64(i + 1)}})
 	}
 	l = c.leader()
-	waitFor(t, 10*time.Second, "the leader to snapshot and compact its log", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the leader to snapshot and compact its log", func() bool {
 		first, err := l.store.FirstIndex()
 		return err == nil && first > 1
 	})
@@ -641,7 +626,7 @@ func TestSnapshotRestoreOnRestart(t *testing.T) {
 	id := l.id
 	c.stop(id)
 	n := c.restart(id)
-	waitFor(t, 10*time.Second, "the restarted head to restore", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the restarted head to restore", func() bool {
 		return string(stateBytes(t, n.fsm)) == string(want)
 	})
 	if got := c.allocRetry(NewRequestID()); got != 201 {
@@ -752,7 +737,7 @@ func TestAdvertisedAddress(t *testing.T) {
 	cfg.Addr = adv
 	cfg.Bootstrap = []Server{{"h1", adv}}
 	n := openNode(t, cfg, ln)
-	waitFor(t, 10*time.Second, "leadership", n.IsLeader)
+	testutil.WaitFor(t, 10*time.Second, "leadership", n.IsLeader)
 	if _, addr := n.Leader(); addr != adv {
 		t.Fatalf("leader address = %q, want the advertised %q", addr, adv)
 	}

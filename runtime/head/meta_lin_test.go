@@ -9,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/phobos-project/phobos/internal/testutil"
 	"github.com/phobos-project/phobos/runtime/chaos/idseq"
 )
 
@@ -46,7 +47,7 @@ func TestLinearizableIDsUnderFaults(t *testing.T) {
 		t.Helper()
 		want := r.Acked() + n
 		t0 := time.Now()
-		metaWaitFor(t, 60*time.Second, fmt.Sprintf("%d acknowledged allocations (%s)", n, what), func() bool { return r.Acked() >= want })
+		testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%d acknowledged allocations (%s)", n, what), func() bool { return r.Acked() >= want })
 		t.Logf("%s: %d answers in %v", what, n, time.Since(t0).Round(time.Millisecond))
 	}
 	const phase = 120

@@ -16,6 +16,7 @@ import (
 
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/internal/codec"
+	"github.com/phobos-project/phobos/internal/testutil"
 	"github.com/phobos-project/phobos/raftmeta"
 	"github.com/phobos-project/phobos/runtime/wire"
 	"github.com/phobos-project/phobos/transport"
@@ -154,7 +155,7 @@ func (c *metaCluster) addr(i int) string { return c.cfgs[i].Listen }
 func (c *metaCluster) leader(d time.Duration) int {
 	c.t.Helper()
 	idx := -1
-	metaWaitFor(c.t, d, "a leader", func() bool {
+	testutil.WaitFor(c.t, d, "a leader", func() bool {
 		for i := range c.cfgs {
 			if s := c.srv(i); s != nil && s.Node().IsLeader() {
 				idx = i
@@ -194,12 +195,12 @@ func (c *metaCluster) onLeader(d time.Duration, f func(*Server) error) error {
 func (c *metaCluster) converged(l int, d time.Duration) {
 	c.t.Helper()
 	var want uint64
-	metaWaitFor(c.t, d, "the leader to commit its log", func() bool {
+	testutil.WaitFor(c.t, d, "the leader to commit its log", func() bool {
 		st := c.srv(l).Node().Stats()
 		want = st.CommitIndex
 		return st.CommitIndex == st.LastIndex && st.CommitIndex > 0
 	})
-	metaWaitFor(c.t, d, "every head to apply the leader's log", func() bool {
+	testutil.WaitFor(c.t, d, "every head to apply the leader's log", func() bool {
 		for i := range c.cfgs {
 			if s := c.srv(i); s != nil && s.Node().Stats().AppliedIndex < want {
 				return false
@@ -207,22 +208,6 @@ func (c *metaCluster) converged(l int, d time.Duration) {
 		}
 		return true
 	})
-}
-
-// metaWaitFor polls cond until it holds or d passes.
-func metaWaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		case <-tick.C:
-		}
-	}
 }
 
 // metaClient calls heads the way a driver or tool does: one session per
@@ -454,7 +439,7 @@ func TestClusterStatusFromAnyHead(t *testing.T) {
 		}
 		return st
 	}
-	metaWaitFor(t, 10*time.Second, "a status with one leader and two followers", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a status with one leader and two followers", func() bool {
 		st := status(f, 0)
 		if st.Leader == "" || st.Term == 0 || len(st.Heads) != 3 {
 			return false
@@ -478,7 +463,7 @@ func TestClusterStatusFromAnyHead(t *testing.T) {
 			t.Fatalf("dead head listed as %+v, want unreachable with an error", h)
 		}
 	}
-	metaWaitFor(t, 10*time.Second, "a leader in the status after a head died", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a leader in the status after a head died", func() bool {
 		return status(f, 300*time.Millisecond).Leader != ""
 	})
 }
@@ -517,7 +502,7 @@ func TestJoinRemoveRejoin(t *testing.T) {
 		}
 		return ids
 	}
-	metaWaitFor(t, 10*time.Second, "three voters", func() bool { return len(voters(0)) == 3 })
+	testutil.WaitFor(t, 10*time.Second, "three voters", func() bool { return len(voters(0)) == 3 })
 	alloc := func(at int) dag.TaskID {
 		var a wire.Allocated
 		if err := cl.call(ctx, c.addr(at), wire.MethodAllocTask, wire.AllocTask{RequestID: newReq()}, &a); err != nil {
@@ -536,7 +521,7 @@ func TestJoinRemoveRejoin(t *testing.T) {
 	if err := cl.call(ctx, c.addr(1), wire.MethodRemoveHead, wire.RemoveHead{ID: "h9"}, nil); !errors.Is(err, dag.ErrNotFound) {
 		t.Fatalf("remove an unknown head: %v, want not found", err)
 	}
-	metaWaitFor(t, 10*time.Second, "h3 to leave", func() bool { return len(voters(0)) == 2 })
+	testutil.WaitFor(t, 10*time.Second, "h3 to leave", func() bool { return len(voters(0)) == 2 })
 	c.stop(2)
 
 	// h3 comes back with a wiped data dir: it joins as a new member.
@@ -549,7 +534,7 @@ func TestJoinRemoveRejoin(t *testing.T) {
 	if err := c.start(2).Join(ctx); err != nil {
 		t.Fatalf("rejoin h3: %v", err)
 	}
-	metaWaitFor(t, 10*time.Second, "h3 back", func() bool { return len(voters(0)) == 3 })
+	testutil.WaitFor(t, 10*time.Second, "h3 back", func() bool { return len(voters(0)) == 3 })
 
 	// h2 is wiped while still a voter: the leader must drop its stale entry.
 	l := c.leader(10 * time.Second)

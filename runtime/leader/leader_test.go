@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phobos-project/phobos/internal/testutil"
 	"github.com/phobos-project/phobos/runtime/wire"
 	"github.com/phobos-project/phobos/transport"
 )
@@ -81,23 +82,13 @@ func startFakeHeads(t *testing.T, ids ...string) map[string]*fakeHead {
 
 func waitLeader(t *testing.T, c *Conn, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if s := c.Current(); s != nil && s.RemoteID() == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			now := "none"
-			if s := c.Current(); s != nil {
-				now = s.RemoteID()
-			}
-			t.Fatalf("still not connected to %s after 20s (connected to: %s)", want, now)
-		}
+	testutil.WaitFor(t, 20*time.Second, "a session to "+want, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		c.Session(ctx) // reconnects once the check dropped the old session
-		cancel()
-		time.Sleep(10 * time.Millisecond) // poll the condition
-	}
+		s := c.Current()
+		return s != nil && s.RemoteID() == want
+	})
 }
 
 // A leader that stops answering (paused) is left for the new leader within

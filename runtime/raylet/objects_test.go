@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/testutil"
 	"github.com/phobos-project/phobos/objectstore"
 	"github.com/phobos-project/phobos/runtime/wire"
 	"github.com/phobos-project/phobos/transport"
@@ -112,17 +113,6 @@ func storedBytes(t testing.TB, s *objectstore.Store, id dag.ObjectID) []byte {
 	}
 	defer s.Release(id)
 	return bytes.Clone(o.Data)
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not synchronising on time
-	}
 }
 
 func testCtx(t testing.TB) context.Context {
@@ -418,7 +408,7 @@ func TestConcurrentFetchesShareOneTransfer(t *testing.T) {
 		}()
 	}
 	// All n are in: one transfer asked the peer, the others wait for it.
-	waitFor(t, "one request and n-1 waiters", func() bool {
+	testutil.WaitFor(t, waitLimit, "one request and n-1 waiters", func() bool {
 		b.peers.mu.Lock()
 		defer b.peers.mu.Unlock()
 		c := b.peers.inflight[id]
@@ -471,7 +461,7 @@ func TestLocateInProcess(t *testing.T) {
 	o.Release()
 	o2.Release()
 	o2.Release() // twice is fine
-	waitFor(t, "the pins to go", func() bool { return a.Store().Stats().Pinned == 0 })
+	testutil.WaitFor(t, waitLimit, "the pins to go", func() bool { return a.Store().Stats().Pinned == 0 })
 	if st := a.storeStats(); st.Locates != 2 {
 		t.Errorf("locates %d, want 2", st.Locates)
 	}
@@ -603,7 +593,7 @@ func TestLocalReaderInAnotherProcess(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v", err)
 	}
-	waitFor(t, "the released pin to go", func() bool { return a.Store().Stats().Pinned == 0 })
+	testutil.WaitFor(t, waitLimit, "the released pin to go", func() bool { return a.Store().Stats().Pinned == 0 })
 
 	cmd, out, _ = child("crash")
 	if got := expect(out, "LOCATED"); got != want {
@@ -616,7 +606,7 @@ func TestLocalReaderInAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	waitFor(t, "the crashed reader's pin to go", func() bool { return a.Store().Stats().Pinned == 0 })
+	testutil.WaitFor(t, waitLimit, "the crashed reader's pin to go", func() bool { return a.Store().Stats().Pinned == 0 })
 }
 
 func TestUnknownStreamKind(t *testing.T) {
@@ -656,7 +646,7 @@ func TestFetchGivesUpALostPeer(t *testing.T) {
 	go func() {
 		done <- b.peers.fetch(testCtx(t), b.Store(), &wire.InputSpec{Object: testObject(1), Size: int64(len(data)), Locations: []string{f.addr}})
 	}()
-	waitFor(t, "the transfer to start", func() bool { return f.requests.Load() == 1 })
+	testutil.WaitFor(t, waitLimit, "the transfer to start", func() bool { return f.requests.Load() == 1 })
 	b.peers.lost(f.addr)
 	var err error
 	select {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/phobos-project/phobos/internal/testutil"
 )
 
 func TestParseRules(t *testing.T) {
@@ -315,7 +317,7 @@ func TestWatchFile(t *testing.T) {
 	if err := WriteFile(path, Rules{Version: 7, Links: []Link{{Peer: addr, Cut: CutReset}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "version 7 in force", func() bool { v, _ := Applied(path); return v == 7 })
+	testutil.WaitFor(t, 10*time.Second, "version 7 in force", func() bool { v, _ := Applied(path); return v == 7 })
 	if _, err := in.Dial(ctx, "tcp", addr); !errors.Is(err, ErrCut) {
 		t.Fatalf("dial after the file cut the peer: %v", err)
 	}
@@ -324,12 +326,12 @@ func TestWatchFile(t *testing.T) {
 	}
 	// A bad file is ignored: the cut stays.
 	os.WriteFile(path, []byte(`{"links":[{"peer":"x","cut":"sideways"}]}`), 0o644)
-	waitFor(t, "the bad file to be read", func() bool { return strings.Contains(logs.String(), "fault file ignored") })
+	testutil.WaitFor(t, 10*time.Second, "the bad file to be read", func() bool { return strings.Contains(logs.String(), "fault file ignored") })
 	if _, err := in.Dial(ctx, "tcp", addr); !errors.Is(err, ErrCut) {
 		t.Fatalf("a bad file lifted the cut: %v", err)
 	}
 	WriteFile(path, Rules{Version: 8})
-	waitFor(t, "version 8 in force", func() bool { v, _ := Applied(path); return v == 8 })
+	testutil.WaitFor(t, 10*time.Second, "version 8 in force", func() bool { v, _ := Applied(path); return v == 8 })
 	roundTrip(t, dial(t, in, addr), "healed")
 
 	// A process must not start with rules it cannot read.
@@ -386,17 +388,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling a condition, not synchronising on time
-	}
 }
 
 func BenchmarkCleanWrite(b *testing.B) {
