@@ -45,37 +45,12 @@ func (h *fakeHead) HandleStream(_ *transport.Session, st net.Conn)              
 
 func startFakeHeads(t *testing.T, ids ...string) map[string]*fakeHead {
 	heads := map[string]*fakeHead{}
-	var mu sync.Mutex
-	var sessions []*transport.Session
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, s := range sessions {
-			s.Close()
-		}
-	})
 	for _, id := range ids {
 		h := &fakeHead{id: id, heads: heads, paused: make(chan struct{}), resume: make(chan struct{})}
 		h.leader.Store(ids[0])
-		ln, err := transport.Listen("127.0.0.1:0", transport.Config{Token: testToken, NodeID: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { close(h.resume); ln.Close() })
-		h.addr = ln.Addr().String()
+		h.addr = testutil.Serve(t, transport.Config{Token: testToken, NodeID: id}, h)
+		t.Cleanup(func() { close(h.resume) }) // runs first: held calls end before the sessions close
 		heads[id] = h
-		go func() {
-			for {
-				s, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				s.Serve(h)
-				mu.Lock()
-				sessions = append(sessions, s)
-				mu.Unlock()
-			}
-		}()
 	}
 	return heads
 }

@@ -243,33 +243,7 @@ type fakePeer struct {
 func startFakePeer(t *testing.T, data []byte, mode func(int32) string) *fakePeer {
 	t.Helper()
 	f := &fakePeer{data: data, mode: mode}
-	ln, err := transport.Listen("127.0.0.1:0", transport.Config{Token: testToken, NodeID: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	f.addr = ln.Addr().String()
-	var mu sync.Mutex
-	var sessions []*transport.Session
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, s := range sessions {
-			s.Close()
-		}
-	})
-	go func() {
-		for {
-			s, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.Serve(f)
-			mu.Lock()
-			sessions = append(sessions, s)
-			mu.Unlock()
-		}
-	}()
+	f.addr = testutil.Serve(t, transport.Config{Token: testToken, NodeID: "fake"}, f)
 	return f
 }
 
