@@ -297,24 +297,13 @@ func (c *Client) checkOwnObjects(g *dag.TileableGraph) error {
 	c.mu.Lock()
 	own := c.putTask
 	c.mu.Unlock()
-	for i := range g.Nodes {
-		n := &g.Nodes[i]
-		o, ok := dag.Ops.Lookup(n.Op)
-		if !ok {
-			continue
+	return g.EachExternalInput(dag.Ops, func(node int32, id dag.ObjectID) error {
+		if id.Subtask().Task() != own || own == 0 {
+			return dag.Errorf(dag.KindInvalidArgument,
+				"phobos: submit: %s reads object %s, which another client put; a client's jobs read only the data it put itself (it lives until that client releases it or closes): Put the data through this client", g.Describe(node), id)
 		}
-		er, ok := o.(dag.ExternalReader)
-		if !ok {
-			continue
-		}
-		for _, id := range er.ExternalInputs(n.Args) {
-			if id.Subtask().Task() != own || own == 0 {
-				return dag.Errorf(dag.KindInvalidArgument,
-					"phobos: submit: %s reads object %s, which another client put; a client's jobs read only the data it put itself (it lives until that client releases it or closes): Put the data through this client", g.Describe(int32(i)), id)
-			}
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // withChunkSize returns g with the session's chunk size on every node whose

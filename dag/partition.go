@@ -98,3 +98,25 @@ type ExternalReader interface {
 	Op
 	ExternalInputs(args []byte) []ObjectID
 }
+
+// EachExternalInput calls f with every object a node of g reads through an
+// ExternalReader op registered in reg, stopping at f's first error.
+func (g *TileableGraph) EachExternalInput(reg *Registry, f func(node int32, id ObjectID) error) error {
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		o, ok := reg.Lookup(n.Op)
+		if !ok {
+			continue
+		}
+		er, ok := o.(ExternalReader)
+		if !ok {
+			continue
+		}
+		for _, id := range er.ExternalInputs(n.Args) {
+			if err := f(int32(i), id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -693,27 +693,16 @@ func (s *Server) releaseObject(id dag.ObjectID) error {
 // checkExternal refuses a graph that reads objects the cluster does not
 // know (released, or put through another cluster's client).
 func (s *Server) checkExternal(g *dag.TileableGraph) error {
-	for i := range g.Nodes {
-		n := &g.Nodes[i]
-		o, ok := dag.Ops.Lookup(n.Op)
-		if !ok {
-			continue
+	return g.EachExternalInput(dag.Ops, func(node int32, id dag.ObjectID) error {
+		s.mu.Lock()
+		known := false
+		if s.sched != nil {
+			_, known = s.sched.putAt(id)
 		}
-		er, ok := o.(dag.ExternalReader)
-		if !ok {
-			continue
+		s.mu.Unlock()
+		if !known {
+			return dag.Errorf(dag.KindNotFound, "submit: %s reads object %s, which this cluster does not hold: it was released, or put through a client of another cluster; put it again", g.Describe(node), id)
 		}
-		for _, id := range er.ExternalInputs(n.Args) {
-			s.mu.Lock()
-			known := false
-			if s.sched != nil {
-				_, known = s.sched.putAt(id)
-			}
-			s.mu.Unlock()
-			if !known {
-				return dag.Errorf(dag.KindNotFound, "submit: %s reads object %s, which this cluster does not hold: it was released, or put through a client of another cluster; put it again", g.Describe(int32(i)), id)
-			}
-		}
-	}
-	return nil
+		return nil
+	})
 }

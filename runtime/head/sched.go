@@ -552,11 +552,7 @@ func (s *Scheduler) spec(j *job, i int32) wire.SubtaskSpec {
 					size := int64(0)
 					if p, ok := s.putAt(id); ok {
 						size = p.size
-						for _, w := range append([]int32{p.r}, p.copies...) {
-							if s.raylets[w].alive {
-								s.locBuf = append(s.locBuf, s.raylets[w].addr)
-							}
-						}
+						s.locBuf = s.appendAlive(s.locBuf, p.r, p.copies)
 					}
 					s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
 				}
@@ -603,10 +599,16 @@ func (s *Scheduler) locations(j *job, p int32) []string { return s.appendLocatio
 // appendLocations appends the addresses of alive raylets holding p's
 // outputs to out.
 func (s *Scheduler) appendLocations(out []string, j *job, p int32) []string {
-	if w := j.where[p]; w >= 0 && s.raylets[w].alive {
+	return s.appendAlive(out, j.where[p], j.copies[p])
+}
+
+// appendAlive appends the addresses of the alive raylets among w (if
+// >= 0) and copies, in that order.
+func (s *Scheduler) appendAlive(out []string, w int32, copies []int32) []string {
+	if w >= 0 && s.raylets[w].alive {
 		out = append(out, s.raylets[w].addr)
 	}
-	for _, w := range j.copies[p] {
+	for _, w := range copies {
 		if s.raylets[w].alive {
 			out = append(out, s.raylets[w].addr)
 		}
