@@ -72,9 +72,9 @@ type Stats struct {
 // Data is a view straight into the arena (no copy); Meta is the store's own
 // copy of the meta given to Create, shared with objects of the same meta.
 // Both are read-only by contract and valid only until the matching
-// Release: after that the space may be reused by another object. Offset is where Data starts in the arena (the offset a
-// Reader in another process takes); a zero-size object has no arena space
-// and Offset 0.
+// Release: after that the space may be reused by another object. Offset is
+// where Data starts in the arena (the offset a Reader in another process
+// takes); a zero-size object has no arena space and Offset 0.
 type Object struct {
 	ID     dag.ObjectID
 	Data   []byte

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
@@ -118,7 +119,7 @@ func (w *effectWork) takeFree(sess *transport.Session) []dag.ObjectID {
 	for i := range w.free {
 		if w.free[i].sess == sess {
 			ids := w.free[i].msg.(wire.FreeObjects).IDs
-			w.free = append(w.free[:i], w.free[i+1:]...)
+			w.free = slices.Delete(w.free, i, i+1)
 			return ids
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -418,8 +419,7 @@ func (r *Raylet) admit() queued {
 	capacity := r.store.Stats().Capacity
 	for i, q := range r.queue {
 		if r.reserved == 0 || r.reserved+q.spec.WorkingSet() <= capacity {
-			r.queue = append(r.queue[:i], r.queue[i+1:]...)
-			r.queue[len(r.queue):cap(r.queue)][0] = queued{} // drop the moved-out copy's pointers
+			r.queue = slices.Delete(r.queue, i, i+1) // clears the vacated slot's pointers
 			return q
 		}
 	}
@@ -468,7 +468,7 @@ func (r *Raylet) cancelSubtasks(ids []dag.SubtaskID) {
 		}
 		for i, q := range r.queue {
 			if q.spec.ID == id {
-				r.queue = append(r.queue[:i], r.queue[i+1:]...)
+				r.queue = slices.Delete(r.queue, i, i+1)
 				r.inflight--
 				r.pending = append(r.pending, wire.Completion{ID: id, Attempt: q.spec.Attempt, Kind: dag.KindCancelled, Error: "cancelled before it started"})
 				r.specDoneLocked(q.b)
