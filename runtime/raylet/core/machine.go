@@ -115,7 +115,9 @@ const (
 	// a round trip per few of them would leave slots idle.
 	shortRun = 10 * time.Millisecond
 	tinyRun  = time.Millisecond
-	// maxTinyWindow caps the window of tiny subtasks.
+	// Tiny subtasks get at least minTinyDepth per slot and at most
+	// maxTinyWindow in all.
+	minTinyDepth  = 64
 	maxTinyWindow = 1024
 
 	firstPullWait   = 20 * time.Millisecond
@@ -150,6 +152,9 @@ type Machine[T, C any] struct {
 	running  int           // slots running a subtask
 	reserved int64         // working sets of running and abandoned kernels
 	avgRun   time.Duration // moving average of run times
+	// avgRTT is the moving average of the time a pull the head filled took
+	// to come back: a pull it did not fill may have been parked there.
+	avgRTT time.Duration
 
 	pending   []C       // completions waiting for a pull or a report
 	heldSince time.Time // when the oldest pending completion came; zero if none
@@ -209,9 +214,11 @@ func New[T, C any](cfg Config, cancelled func(t Subtask[T], why Reason) C) (*Mac
 // Window is how many subtasks the raylet keeps pulled (running plus
 // queued). Long subtasks get the slots plus the prefetch, so that queued
 // work stays at the head where it can still go elsewhere; short ones (the
-// moving average of run times under 10ms) get 8 per slot, and tiny ones
-// (under 1ms) 64 per slot up to 1024, because a pull round trip per few
-// subtasks would leave slots idle and flood the head with messages.
+// moving average of run times under 10ms) get 8 per slot. Tiny ones (under
+// 1ms) get enough per slot to keep it busy through two pull round trips
+// (at least 64, at most 1024 in all): a slot that runs through its queue
+// before the next pull's answer comes idles, and a round trip per few
+// subtasks floods the head with messages.
 func (m *Machine[T, C]) Window() int {
 	base := m.cfg.Slots + m.cfg.Prefetch
 	switch avg := m.avgRun; {
@@ -220,7 +227,11 @@ func (m *Machine[T, C]) Window() int {
 	case avg > tinyRun:
 		return max(base, 8*m.cfg.Slots)
 	default:
-		return max(base, min(64*m.cfg.Slots, maxTinyWindow))
+		depth := minTinyDepth
+		if m.avgRTT > 0 {
+			depth = max(depth, int(min(2*m.avgRTT/avg, maxTinyWindow)))
+		}
+		return max(base, min(depth*m.cfg.Slots, maxTinyWindow))
 	}
 }
 
@@ -254,6 +265,9 @@ func (m *Machine[T, C]) Pulled(tasks []Subtask[T], now time.Time) []Effect[T, C]
 		m.inPull = nil
 		m.pullWait = 0
 		m.headBusy = len(tasks) >= m.asked
+		if m.headBusy && now.After(m.pullSent) {
+			m.avgRTT = average(m.avgRTT, now.Sub(m.pullSent))
+		}
 	} else {
 		m.misuse("pulled with no pull out")
 	}
