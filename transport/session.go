@@ -503,7 +503,7 @@ func (s *Session) readRequest(fr *frameReader, h header) error {
 			h.method, s.cfg.NodeID, s.cfg.MaxInflightCalls))
 		return nil
 	}
-	go s.runCall(h.method, h.id, raw, share)
+	calls.run(callJob{s: s, m: h.method, id: h.id, raw: raw, share: share})
 	return nil
 }
 
