@@ -154,7 +154,7 @@ func (s *Server) carryOut(fx *sched.Effects) {
 	for i := range fx.Pulls {
 		p := &fx.Pulls[i]
 		// The specs share the machine's buffers: encode them now.
-		raw, err := codec.Marshal(wire.PullReply{Subtasks: p.Subtasks, Free: p.Free})
+		raw, err := codec.Marshal(wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More})
 		if err != nil {
 			s.deliver(p.Call, nil, dag.Errorf(dag.KindInternal, "encode pull reply: %w", err))
 			continue

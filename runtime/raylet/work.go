@@ -120,7 +120,7 @@ func (r *Raylet) pulled(b *pullBatch, now time.Time) effects {
 	if b.left = len(tasks); b.left == 0 {
 		r.putBatch(b)
 	}
-	effs := r.m.Pulled(tasks, now)
+	effs := r.m.Pulled(tasks, b.rep.More, now)
 	clear(tasks)
 	r.tasks = tasks[:0]
 	return effs

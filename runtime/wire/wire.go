@@ -115,6 +115,11 @@ type Pull struct {
 type PullReply struct {
 	Subtasks []SubtaskSpec  `cbor:"1,keyasint,omitempty"`
 	Free     []dag.ObjectID `cbor:"2,keyasint,omitempty"`
+	// More says the head stopped at the pull's credits with more subtasks
+	// queued for this raylet: its next pull is answered at once. (A head
+	// that predates it never sets it; the raylet then takes it as idle and
+	// reports completions without holding them.)
+	More bool `cbor:"3,keyasint,omitempty"`
 }
 
 // Reset empties r for decoding into again while keeping its memory: every
@@ -128,6 +133,7 @@ func (r *PullReply) Reset() {
 	}
 	r.Subtasks = r.Subtasks[:0]
 	r.Free = r.Free[:0]
+	r.More = false
 }
 
 func (s *SubtaskSpec) reset() {

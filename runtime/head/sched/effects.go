@@ -87,6 +87,8 @@ type PullReply struct {
 	// Free are objects the pull's completions freed on the raylet (it asked
 	// for them in the reply).
 	Free []dag.ObjectID
+	// More says the credits ran out with more queued for the raylet.
+	More bool
 }
 
 // PeerLost tells raylet To that the raylet ID at Addr was lost.

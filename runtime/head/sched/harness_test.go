@@ -184,6 +184,9 @@ func (h *harness) take(fx *Effects) {
 				fr.running = append(fr.running, sp)
 			}
 		}
+		if p.More {
+			ids = append(ids, "(more)")
+		}
 		h.emit("run %s: %s", name, strings.Join(ids, " "))
 		if len(p.Free) > 0 {
 			h.takeFree(p.Raylet, p.Free, "free-in-reply")

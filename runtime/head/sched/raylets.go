@@ -246,10 +246,11 @@ func (l *Leader) pull(ev *Pull) {
 		rv.parked = parkedPull{}
 	}
 	start := len(l.specBuf)
-	l.specBuf = l.s.Pull(r, ev.Credits, l.specBuf)
+	var more bool
+	l.specBuf, more = l.s.pullMore(r, ev.Credits, l.specBuf)
 	wait := min(max(ev.Wait, 0), maxPullWait)
 	if len(l.specBuf) > start || wait == 0 {
-		rep := PullReply{Call: ev.Call, Raylet: r, Subtasks: l.specBuf[start:len(l.specBuf):len(l.specBuf)]}
+		rep := PullReply{Call: ev.Call, Raylet: r, Subtasks: l.specBuf[start:len(l.specBuf):len(l.specBuf)], More: more}
 		if ev.FreesInReply {
 			l.replyFree = append(l.replyFree[:0], l.s.fx.Free[r]...)
 			l.s.fx.Free[r] = l.s.fx.Free[r][:0]
@@ -273,11 +274,12 @@ func (l *Leader) serveParked(r Raylet) {
 		return
 	}
 	start := len(l.specBuf)
-	l.specBuf = l.s.Pull(r, rv.parked.credits, l.specBuf)
+	var more bool
+	l.specBuf, more = l.s.pullMore(r, rv.parked.credits, l.specBuf)
 	if len(l.specBuf) == start {
 		return
 	}
-	l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r, Subtasks: l.specBuf[start:len(l.specBuf):len(l.specBuf)]})
+	l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r, Subtasks: l.specBuf[start:len(l.specBuf):len(l.specBuf)], More: more})
 	rv.parked = parkedPull{}
 	l.clearTimer(TimerID{Kind: TimerPull, Raylet: r})
 }

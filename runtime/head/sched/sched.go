@@ -514,9 +514,16 @@ func (s *scheduler) aliveCount() int {
 // longest queue. The specs share memory the scheduler reuses: they are
 // valid until the next call to Pull (encode them before that).
 func (s *scheduler) Pull(r Raylet, credits int, out []wire.SubtaskSpec) []wire.SubtaskSpec {
+	out, _ = s.pullMore(r, credits, out)
+	return out
+}
+
+// pullMore is Pull, and says whether the credits ran out with subtasks
+// still queued for r: a pull it sends next is answered at once.
+func (s *scheduler) pullMore(r Raylet, credits int, out []wire.SubtaskSpec) ([]wire.SubtaskSpec, bool) {
 	rv := s.raylets[r]
 	if !rv.alive || rv.draining {
-		return out
+		return out, false
 	}
 	defer s.touch(r) // its queue and running count changed: reorder it once
 	for credits > 0 {
@@ -536,7 +543,7 @@ func (s *scheduler) Pull(r Raylet, credits int, out []wire.SubtaskSpec) []wire.S
 		out = append(out, s.spec(j, e.i))
 		credits--
 	}
-	return out
+	return out, credits == 0 && rv.queue.Len() > 0
 }
 
 // resetBuffers lets the next specs reuse the memory of earlier ones.

@@ -164,8 +164,9 @@ type Machine[T, C any] struct {
 	pulling   bool      // a pull is out
 	pullSent  time.Time // when it went
 	asked     int       // its credits
-	// headBusy says the head filled the last pull: it has more work, so a
-	// pull out is answered promptly rather than parked.
+	// headBusy says the head has more work queued for this raylet (its
+	// last answer said so), so a pull out is answered promptly rather than
+	// parked.
 	headBusy  bool
 	inReport  []C
 	reporting bool
@@ -254,18 +255,19 @@ func (m *Machine[T, C]) Abandoned() int { return len(m.stuck) }
 func (m *Machine[T, C]) Pending() int { return len(m.pending) }
 
 // Pulled is the answer to a Pull: the head sent tasks, best first (none
-// when it had nothing before its wait ended). The completions the pull
-// carried are delivered. Whether the head filled the pull tells whether
-// it is busy (see maybeReport).
-func (m *Machine[T, C]) Pulled(tasks []Subtask[T], now time.Time) []Effect[T, C] {
+// when it had nothing before its wait ended), and more says it stopped at
+// the credits with more queued for this raylet, so that the next pull is
+// answered at once (see maybeReport). The completions the pull carried
+// are delivered.
+func (m *Machine[T, C]) Pulled(tasks []Subtask[T], more bool, now time.Time) []Effect[T, C] {
 	m.begin(now)
 	if m.pulling {
 		m.pulling = false
 		m.recycle(m.inPull)
 		m.inPull = nil
 		m.pullWait = 0
-		m.headBusy = len(tasks) >= m.asked
-		if m.headBusy && now.After(m.pullSent) {
+		m.headBusy = more
+		if len(tasks) >= m.asked && now.After(m.pullSent) {
 			m.avgRTT = average(m.avgRTT, now.Sub(m.pullSent))
 		}
 	} else {

@@ -81,7 +81,7 @@ func TestCheckFindsBrokenStates(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Room(100, t0)
-		m.Pulled([]Subtask[int]{{ID: dag.PackSubtaskID(1, 1, 1), WorkingSet: 10}, {ID: dag.PackSubtaskID(1, 1, 2), WorkingSet: 10}, {ID: dag.PackSubtaskID(1, 1, 3), WorkingSet: 10}}, t0)
+		m.Pulled([]Subtask[int]{{ID: dag.PackSubtaskID(1, 1, 1), WorkingSet: 10}, {ID: dag.PackSubtaskID(1, 1, 2), WorkingSet: 10}, {ID: dag.PackSubtaskID(1, 1, 3), WorkingSet: 10}}, false, t0)
 		if err := m.check(); err != nil {
 			t.Fatalf("a sound machine fails its check: %v", err)
 		}
@@ -176,7 +176,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 				n = min(credits, len(tasks))
 			}
 			pullOut = false
-			note(m.Pulled(tasks[next:next+n], t0))
+			note(m.Pulled(tasks[next:next+n], false, t0))
 			next += n
 		}
 		for len(runs) > 0 {
@@ -305,7 +305,7 @@ func (s *randomSim) step(draining bool) {
 		}
 		s.deliver(s.pull.Done)
 		s.pull = nil
-		s.apply("pulled", s.m.Pulled(tasks, s.now))
+		s.apply("pulled", s.m.Pulled(tasks, false, s.now))
 	case k < 5 && s.report != nil:
 		if !draining && r.IntN(8) == 0 {
 			s.report = nil
@@ -468,12 +468,12 @@ func TestSubtaskRunningIsNotStartedAgain(t *testing.T) {
 		t.Fatal("no pull with room and idle slots")
 	}
 	id := dag.PackSubtaskID(1, 1, 7)
-	effs := m.Pulled([]Subtask[int]{{ID: id, Spec: 1}}, t0)
+	effs := m.Pulled([]Subtask[int]{{ID: id, Spec: 1}}, false, t0)
 	first := starts(effs)
 	if len(first) != 1 || !pulls(effs) {
 		t.Fatalf("first copy: %d starts, pull out %v; want 1 start and the next pull", len(first), pulls(effs))
 	}
-	again := starts(m.Pulled([]Subtask[int]{{ID: id, Attempt: 1, Spec: 2}}, t0))
+	again := starts(m.Pulled([]Subtask[int]{{ID: id, Attempt: 1, Spec: 2}}, false, t0))
 	if len(again) != 0 {
 		t.Fatalf("the copy handed out again started on slot %d while slot %d runs it", again[0].Slot, first[0].Slot)
 	}

@@ -29,7 +29,8 @@ var update = flag.Bool("update", false, "rewrite the golden scripts in testdata 
 //
 //	config slots=N prefetch=N grace=DUR room=SIZE   a new machine (first line)
 //	room SIZE                      the store's room changed
-//	pulled [NAME:SIZE...]          the pull's reply: subtasks and working sets
+//	pulled [NAME:SIZE...] [more]   the pull's reply: subtasks and working sets;
+//	                               more: the head has more queued for us
 //	pull-failed AT                 the pull did not reach the head at AT
 //	reported | report-failed AT    the answer to a report
 //	registered                     registered with a new leader
@@ -115,7 +116,12 @@ func (s *script) do(line string) {
 		effs = s.m.Room(s.size(args[0]), s.now)
 	case "pulled":
 		var tasks []Subtask[string]
+		more := false
 		for _, a := range args {
+			if a == "more" {
+				more = true
+				continue
+			}
 			name, size, _ := strings.Cut(a, ":")
 			if _, ok := s.ids[name]; !ok {
 				s.ids[name] = dag.PackSubtaskID(1, 1, uint64(len(s.ids)+1))
@@ -123,7 +129,7 @@ func (s *script) do(line string) {
 			tasks = append(tasks, Subtask[string]{ID: s.ids[name], WorkingSet: s.size(size), Spec: name})
 		}
 		answer(Pull)
-		effs = s.m.Pulled(tasks, s.now)
+		effs = s.m.Pulled(tasks, more, s.now)
 	case "pull-failed":
 		s.setClock(args[0])
 		answer(Pull)
