@@ -60,7 +60,6 @@ func status(ctx context.Context, cf *connectFlags, lf *logFlags, headTimeout tim
 		return err
 	}
 	printWebServices(st)
-	printWebServices(st)
 	for _, w := range certWarnings(st, time.Now()) {
 		fmt.Println(w)
 	}

@@ -153,6 +153,9 @@ func TestUpServesHTTP(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), head) || !strings.Contains(string(out), info.Raylets[1].HTTP) {
 		t.Errorf("phobos status does not list the web services (%v):\n%s", err, out)
 	}
+	if n := strings.Count(string(out), info.Raylets[1].HTTP); n != 1 {
+		t.Errorf("phobos status lists raylet %s's web service %d times; want once:\n%s", info.Raylets[1].ID, n, out)
+	}
 }
 
 // traceLanes checks a Chrome trace: valid JSON whose complete events
