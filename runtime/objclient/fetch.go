@@ -38,8 +38,13 @@ func FetchObject(ctx context.Context, s *transport.Session, id dag.ObjectID, dst
 	}}
 	r.Deadline()
 	fail := func(err error) ([]byte, []byte, error) {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = dag.Errorf(dag.KindCancelled, "fetch %s from raylet %s: %w", id, s.RemoteID(), ctx.Err())
+		case dag.KindOf(err) == dag.KindUnknown:
+			// The stream broke (the raylet or the session went away, or
+			// stopped answering): another location or attempt may do.
+			err = dag.Errorf(dag.KindUnavailable, "fetch %s from raylet %s: the stream broke: %w", id, s.RemoteID(), err)
 		}
 		return nil, nil, err
 	}

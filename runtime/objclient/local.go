@@ -145,11 +145,17 @@ func (lr *LocalReader) Read(ctx context.Context, s *transport.Session, id dag.Ob
 // locate sends the request and reads the answer.
 func locate(st net.Conn, id dag.ObjectID, tk *ticket.Ticket) (wire.ObjectLocation, error) {
 	var loc wire.ObjectLocation
+	broke := func(err error) error {
+		if dag.KindOf(err) == dag.KindUnknown {
+			return dag.Errorf(dag.KindUnavailable, "the stream broke: %w", err)
+		}
+		return err
+	}
 	if err := transport.WriteMsg(st, wire.StreamRequest{Kind: wire.StreamLocateObject, ID: id, Ticket: tk}); err != nil {
-		return loc, err
+		return loc, broke(err)
 	}
 	if err := transport.ReadMsg(st, &loc, MaxHeader); err != nil {
-		return loc, err
+		return loc, broke(err)
 	}
 	if loc.Kind != 0 || loc.Error != "" {
 		return loc, dag.Errorf(loc.Kind, "%s", loc.Error)

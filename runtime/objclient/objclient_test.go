@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,7 @@ func testObject(i uint64) dag.ObjectID {
 type fakeRaylet struct {
 	store   *objectstore.Store
 	corrupt atomic.Bool
+	hangup  atomic.Bool // close object streams without an answer
 	pinned  atomic.Int32   // lends in progress
 	active  sync.WaitGroup // streams being answered
 }
@@ -44,6 +46,9 @@ func (f *fakeRaylet) HandleStream(_ *transport.Session, st net.Conn) {
 	defer st.Close()
 	var req wire.StreamRequest
 	if err := transport.ReadMsg(st, &req, MaxHeader); err != nil {
+		return
+	}
+	if f.hangup.Load() {
 		return
 	}
 	switch req.Kind {
@@ -170,6 +175,28 @@ func TestFetchRefusesCorruptBytes(t *testing.T) {
 	_, _, err := FetchObject(testCtx(t), s, id, nil, nil)
 	if !errors.Is(err, ErrChecksum) || dag.KindOf(err) != dag.KindUnavailable {
 		t.Fatalf("fetch of corrupted bytes: %v (kind %v); want unavailable wrapping ErrChecksum", err, dag.KindOf(err))
+	}
+}
+
+// A stream that breaks before the answer (the raylet went away, or its
+// session closed when it stopped answering) fails a fetch or a local read as
+// unavailable, naming the object and the raylet: a chaos campaign saw a
+// bare "EOF" of no kind when a paused raylet's session timed out.
+func TestFetchFromABrokenStreamIsUnavailable(t *testing.T) {
+	f, s := startFake(t)
+	id := testObject(1)
+	if err := PutObject(testCtx(t), s, id, nil, []byte("payload"), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.hangup.Store(true)
+	_, _, err := FetchObject(testCtx(t), s, id, nil, nil)
+	if dag.KindOf(err) != dag.KindUnavailable || !strings.Contains(err.Error(), id.String()) || !strings.Contains(err.Error(), "fake-raylet") {
+		t.Fatalf("fetch over a stream closed unanswered: %v (kind %v); want unavailable naming %s and fake-raylet", err, dag.KindOf(err), id)
+	}
+	lr := NewLocalReader()
+	t.Cleanup(func() { lr.Close() })
+	if _, err := lr.Read(testCtx(t), s, id, nil); dag.KindOf(err) != dag.KindUnavailable || !strings.Contains(err.Error(), id.String()) {
+		t.Fatalf("local read over a stream closed unanswered: %v (kind %v); want unavailable naming %s", err, dag.KindOf(err), id)
 	}
 }
 
