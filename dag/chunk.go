@@ -37,10 +37,14 @@ type ChunkGraph struct {
 }
 
 // NewChunkGraph returns an empty chunk graph with room for about n nodes.
-func NewChunkGraph(n int) *ChunkGraph {
+func NewChunkGraph(n int) *ChunkGraph { return NewChunkGraphSized(n, 2*n) }
+
+// NewChunkGraphSized returns an empty chunk graph with room for about n
+// one-dimensional nodes and edges inputs.
+func NewChunkGraphSized(n, edges int) *ChunkGraph {
 	return &ChunkGraph{
 		Nodes:  make([]ChunkNode, 0, n),
-		inputs: make([]int32, 0, 2*n),
+		inputs: make([]int32, 0, edges),
 		shapes: make([]int64, 0, n),
 		index:  make([]int32, 0, n),
 	}

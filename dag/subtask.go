@@ -64,6 +64,7 @@ func NewSubtaskGraph(chunks *ChunkGraph, n int) *SubtaskGraph {
 		Chunks:   chunks,
 		Subtasks: make([]Subtask, 0, n),
 		chunks:   make([]int32, 0, chunks.Len()),
+		outputs:  make([]int32, 0, n), // most subtasks export one chunk
 	}
 }
 

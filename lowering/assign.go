@@ -181,7 +181,13 @@ func (h quotaHeap) down(i int) {
 // assignSubtasks sets Raylet on every initial subtask (one without
 // predecessors in its stage) of sg.
 func assignSubtasks(sg *dag.SubtaskGraph, slots []int) {
-	var initial []int32
+	n := 0
+	for s := range sg.Subtasks {
+		if len(sg.Preds.Row(int32(s))) == 0 {
+			n++
+		}
+	}
+	initial := make([]int32, 0, n)
 	for s := range sg.Subtasks {
 		if len(sg.Preds.Row(int32(s))) == 0 {
 			initial = append(initial, int32(s))

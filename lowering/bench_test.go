@@ -1,7 +1,9 @@
 package lowering_test
 
 import (
+	"github.com/phobos-project/phobos/bindings/bench"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/phobos-project/phobos/bindings/kv"
@@ -120,5 +122,52 @@ func loweringBytesCases(b *testing.B) []bytesCase {
 		{"matmul", graph(tensor.Matmul(tensor.Rand([]int64{300, 300}, tensor.Chunks(3)), tensor.Rand([]int64{300, 300}, tensor.Chunks(3))))},
 		{"kv-shuffle", kvg},
 		{"3d-transpose", graph(tensor.Rand([]int64{60, 60, 60}, tensor.Chunks(3)).Transpose(2, 0, 1).Neg())},
+	}
+}
+
+// BenchmarkLowerTenMillion lowers jobs of about 10 million subtasks (issue
+// 17, item 3: lowering within 2 s): ten million independent subtasks, and
+// the seed example with 3.33 million chunks per input on 16 raylets. It
+// reports the subtasks, seconds per lowering and the heap the kept plan
+// retains per subtask. Run it alone: each lowering takes gigabytes.
+func BenchmarkLowerTenMillion(b *testing.B) {
+	cases := []struct {
+		name string
+		g    func() *dag.TileableGraph
+	}{
+		{"independent", func() *dag.TileableGraph {
+			g, err := bench.Independent(10_000_000).TileableGraph()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return g
+		}},
+		{"seed", func() *dag.TileableGraph { return seedExample(b, 3_333_334*100, 100) }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			g := c.g()
+			opts := lowering.Options{Fusion: lowering.FuseChain, Slots: slices.Repeat([]int{16}, 16)}
+			var n int
+			var before, after runtime.MemStats
+			for b.Loop() {
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				p, err := lowering.Lower(g, 1, opts, dag.Ops, lowering.Counter())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				n = p.Stage.Len()
+				runtime.KeepAlive(p)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(n), "subtasks")
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "retained-B/subtask")
+		})
 	}
 }

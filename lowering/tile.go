@@ -128,7 +128,18 @@ func TileWithin(g *dag.TileableGraph, reg *dag.Registry, lim Limits) (*Tiled, er
 		est += estimateChunks(node)
 	}
 	lim = lim.resolve()
-	t.Chunks = dag.NewChunkGraph(min(est, int(lim.Chunks)))
+	// Size the chunk graph once: growing its tables by appending copies
+	// them over and over (most of lowering a 10-million-chunk job, and the
+	// garbage collector spins waiting to preempt each long copy). The
+	// job's estimate bounds its first stage; within the limits, which the
+	// head derives from the job's admitted budget.
+	chunks, edges := int64(est), 2*int64(est)
+	if e, err := estimate(g, order, tilers, FuseNone); err == nil && e.Stages <= 1 {
+		chunks, edges = e.Chunks, e.Edges
+	}
+	chunks = min(chunks, lim.Chunks, MaxJobReserve)
+	edges = min(edges, lim.Edges, 4*chunks)
+	t.Chunks = dag.NewChunkGraphSized(int(chunks), int(edges))
 	t.Chunks.SetLimit(lim.Chunks, lim.Edges)
 	if err := t.tile(); err != nil {
 		return nil, err
@@ -379,23 +390,27 @@ func sourceChunks(n *dag.TileableNode) int64 {
 	return k
 }
 
+// MaxJobReserve caps the chunks a chunk graph reserves room for up front
+// (as many again may come by appending).
+const MaxJobReserve = 1 << 26
+
 // estimateChunks guesses a node's chunk count from its shape and chunk
-// size, to size the chunk graph's slices once.
+// size, to size the chunk graph's slices once (at most MaxChunks, what
+// TileWithin lets a node make, and the job's chunk limit in all): growing
+// them by appending copied a 10-million-chunk graph several times over
+// and was most of its lowering time.
 func estimateChunks(n *dag.TileableNode) int {
-	c := 1
+	c := int64(1)
 	for d, s := range n.Shape {
 		if d < len(n.ChunkSize) && n.ChunkSize[d] > 0 && s > 0 {
-			k := dag.ChunksAlong(s, n.ChunkSize[d])
-			if k > 1<<20 {
-				k = 1 << 20
+			k := max(dag.ChunksAlong(s, n.ChunkSize[d]), 1)
+			if k > MaxChunks/c {
+				return MaxChunks
 			}
-			c *= int(max(k, 1))
-		}
-		if c > 1<<22 {
-			return 1 << 22
+			c *= k
 		}
 	}
-	return c
+	return int(c)
 }
 
 // ResolveMeta returns the actual meta of an object planned as planned (with
