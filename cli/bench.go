@@ -53,6 +53,8 @@ func newBenchCmd() *cobra.Command {
 	simRaylets := fs.Int("sim-raylets", 0, "measure the head alone: run it against this many simulated raylets in this process (jobs independent and seed, 1M subtasks × --scale)")
 	simSlots := fs.Int("sim-slots", 16, "slots of each simulated raylet")
 	heads := fs.Int("heads", 1, "heads of the --sim-raylets cluster (Raft on disk)")
+	var simJobBudget int64
+	fs.Var(byteSize{&simJobBudget}, "sim-job-budget", "the --sim-raylets heads' per-job memory budget, e.g. 12GiB (default: the head's, a quarter of the machine's memory)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		if *echo {
@@ -96,7 +98,7 @@ func newBenchCmd() *cobra.Command {
 			if *simSlots < 1 || (*heads != 1 && *heads != 3 && *heads != 5) {
 				return usagef("--sim-slots must be at least 1 and --heads 1, 3 or 5")
 			}
-			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, n: size(1_000_000), json: *asJSON, log: log}
+			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), json: *asJSON, log: log}
 			for _, j := range []string{"independent", "seed"} {
 				if run(j) {
 					b.jobs = append(b.jobs, j)

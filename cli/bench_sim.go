@@ -16,6 +16,7 @@ import (
 // against simulated raylets in this process (internal/simraylets).
 type simBench struct {
 	raylets, slots, heads int
+	jobBudget             int64 // 0: the head's default
 	jobs                  []string // "independent", "seed"
 	n                     int64    // subtasks per job
 	json                  bool
@@ -30,7 +31,7 @@ func runSimBench(ctx context.Context, b simBench) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	c, err := simraylets.Start(ctx, simraylets.Config{Raylets: b.raylets, Slots: b.slots, Heads: b.heads, Dir: dir, Logger: b.log})
+	c, err := simraylets.Start(ctx, simraylets.Config{Raylets: b.raylets, Slots: b.slots, Heads: b.heads, JobBudget: b.jobBudget, Dir: dir, Logger: b.log})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

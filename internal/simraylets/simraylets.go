@@ -50,6 +50,11 @@ type Config struct {
 	Heads int
 	// Dir holds each head's Raft data (required).
 	Dir string
+	// JobBudget is each head's per-job memory budget (0: the head's
+	// default, a quarter of the machine's memory); its admission budget is
+	// twice that. A job of ten million subtasks needs more than the
+	// default on a small machine.
+	JobBudget int64
 	// HeartbeatInterval is how often each raylet beats (1s, the head's
 	// default).
 	HeartbeatInterval time.Duration
@@ -145,6 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			srv, err = head.Start(head.Config{
 				ID: peers[i].ID, Listen: c.addrs[i], DataDir: filepath.Join(cfg.Dir, peers[i].ID),
 				Peers: peers, Token: c.token,
+				JobBudget: cfg.JobBudget, AdmitBudget: 2 * cfg.JobBudget,
 				HeartbeatInterval: cfg.HeartbeatInterval,
 				Transport:         c.transport(fmt.Sprintf("10.0.1.%d", i+1), transport.RoleHead, true),
 				Logger:            cfg.Logger,

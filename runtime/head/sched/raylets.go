@@ -296,12 +296,16 @@ func (l *Leader) pullTimedOut(r Raylet) {
 	}
 }
 
-// complete applies a raylet's completions.
+// complete applies a raylet's completions. Like a pull (which calls it),
+// a completion batch shows the raylet alive as a heartbeat does: under
+// load a heartbeat may wait behind the raylet's own pulls and reports, and
+// a raylet that keeps pulling must not be taken for lost meanwhile.
 func (l *Leader) complete(sess Session, done []wire.Completion) {
 	r, ok := l.bySess[sess]
 	if !ok {
 		return
 	}
+	l.s.raylets[r].lastBeat = l.now
 	for i := range done {
 		l.s.Complete(r, &done[i])
 	}
