@@ -201,7 +201,9 @@ func (s *state) apply(b Body) (Result, error) {
 		if !j.Status.Terminal() {
 			return Result{}, invalid("release job %d: the job is %v; results are released after it ends", c.Task, j.Status)
 		}
-		j.Released = true
+		// The results are gone: keep the record, not their IDs (ten
+		// million subtasks' results are 120 MB on every head).
+		j.Released, j.Results = true, nil
 		return Result{Task: c.Task}, nil
 	case RegisterRaylet:
 		r := c.Raylet

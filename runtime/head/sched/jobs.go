@@ -654,6 +654,7 @@ func (l *Leader) releaseJob(task dag.TaskID, done func(error)) {
 		if j := l.jobs[task]; j != nil {
 			l.forget(j)
 		}
+		clear(l.specBuf[:cap(l.specBuf)]) // the last pull's specs point into the job's graph
 	} else {
 		l.s.FreeHeldTask(task)
 	}

@@ -551,6 +551,16 @@ func (s *scheduler) resetBuffers() {
 	s.opBuf, s.refBuf, s.inBuf, s.locBuf = s.opBuf[:0], s.refBuf[:0], s.inBuf[:0], s.locBuf[:0]
 }
 
+// dropBuffers lets go of what the spec buffers point at: the last specs'
+// args, shapes and indexes alias their job's chunk graph, which they
+// would keep alive, whole, after the job is released.
+func (s *scheduler) dropBuffers() {
+	clear(s.opBuf[:cap(s.opBuf)])
+	clear(s.inBuf[:cap(s.inBuf)])
+	clear(s.locBuf[:cap(s.locBuf)])
+	s.resetBuffers()
+}
+
 // pop takes the best valid entry of r's queue.
 func (s *scheduler) pop(r Raylet) (entry, bool) {
 	q := &s.raylets[r].queue
@@ -1098,6 +1108,7 @@ func (s *scheduler) Release(task dag.TaskID) (*schedEffects, bool) {
 	}
 	s.order = slices.DeleteFunc(s.order, func(j *stage) bool { return j.task == task })
 	delete(s.tasks, task)
+	s.dropBuffers()
 	return fx, true
 }
 
