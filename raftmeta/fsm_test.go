@@ -773,13 +773,16 @@ func TestStatusAndTypeNames(t *testing.T) {
 func TestReleaseJobRecorded(t *testing.T) {
 	h := newHarness(t, 0)
 	task := h.do(SubmitJob{Graph: []byte{1}, Time: t0}).Task
-	h.do(SetJobStatus{Task: task, Status: JobSucceeded, Time: t0})
-	if j, _ := h.f.Job(task); j.Released {
-		t.Fatal("a job is released before ReleaseJob")
+	results := []dag.ObjectID{dag.NewObjectID(dag.PackSubtaskID(task, 1, 1), 0)}
+	h.do(SetJobStatus{Task: task, Status: JobSucceeded, Results: results, Time: t0})
+	if j, _ := h.f.Job(task); j.Released || len(j.Results) != 1 {
+		t.Fatalf("before ReleaseJob: %+v; want unreleased with its result", j)
 	}
 	h.do(ReleaseJob{Task: task})
 	h.do(ReleaseJob{Task: task}) // releasing twice is fine
-	if j, _ := h.f.Job(task); !j.Released || j.Status != JobSucceeded {
-		t.Fatalf("after ReleaseJob: %+v", j)
+	// The record stays; the released results' IDs go (every head would
+	// keep millions of them).
+	if j, _ := h.f.Job(task); !j.Released || j.Status != JobSucceeded || j.Results != nil {
+		t.Fatalf("after ReleaseJob: %+v; want released, succeeded, no result IDs", j)
 	}
 }
