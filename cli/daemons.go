@@ -125,6 +125,16 @@ func newHeadCmd() *cobra.Command {
 
 // headFlags names the head.Config fields that runHead sets from flags, so
 // that the head's errors name the flags.
+// transportFlags and storeFlags name the flags that set transport.Config's
+// and objectstore.Config's fields, for their errors (SettingNames).
+var (
+	transportFlags = map[string]string{
+		"TLS": "--tls-cert, --tls-key, --tls-ca", "Insecure": "--insecure-plaintext", "Token": "--token-file",
+		"MaxFrameSize": "--max-frame",
+	}
+	storeFlags = map[string]string{"Capacity": "--store-size", "Dir": "--store-dir", "SpillDir": "--spill-dir"}
+)
+
 var headFlags = map[string]string{
 	"ID": "--id", "DataDir": "--data-dir", "Listen": "--listen", "Advertise": "--advertise", "Join": "--join",
 	"RayletTimeout": "--raylet-timeout", "ResultTTL": "--result-ttl", "Retries": "--retries", "PutGrace": "--put-grace",
@@ -216,7 +226,7 @@ func newRayletCmd() *cobra.Command {
 		}
 		cfg := raylet.Config{
 			ID: *id, IDFile: rayletIDFile(*stateDir, *storeDir), Listen: *listen, Advertise: *advertise, Heads: strings.Split(*heads, ","), Token: tcfg.Token,
-			Slots: *slots, Store: objectstore.Config{Dir: *storeDir, Capacity: storeSize, SpillDir: *spillDir}, Logger: log,
+			Slots: *slots, Store: objectstore.Config{Dir: *storeDir, Capacity: storeSize, SpillDir: *spillDir, SettingNames: storeFlags}, Logger: log,
 			MaxFrame: int(maxFrame), Transport: tcfg, CancelGrace: *cancelGrace, HTTP: hf.addr, HTTPTokenFile: hf.tokenFile,
 		}
 		if err := cfg.Validate(); err != nil {

@@ -212,6 +212,7 @@ func (f *tlsFlags) credentials(log *slog.Logger) (phobos.Credentials, error) {
 // claims (role). It keeps cfg's other fields. A daemon calls warn once it
 // runs.
 func (f *tlsFlags) apply(cfg *transport.Config, role transport.Role, log *slog.Logger) error {
+	cfg.SettingNames = transportFlags
 	if f.insecure {
 		var given []string
 		for _, g := range []struct{ flag, v string }{{"--tls-ca", f.ca}, {"--tls-cert", f.cert}, {"--tls-key", f.key}} {

@@ -148,17 +148,17 @@ func removeStale(dir, name, suffix string, log *slog.Logger) {
 // openArena creates dir/phobos-<name>-<pid>.arena with O_EXCL, reserves
 // capacity bytes for it and maps it shared and writable. On any failure it
 // removes the file again.
-func openArena(dir, name string, capacity int64, log *slog.Logger) (_ *arena, err error) {
+func openArena(dir, name string, capacity int64, n names, log *slog.Logger) (_ *arena, err error) {
 	path := filepath.Join(dir, arenaFileName(name, os.Getpid()))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	switch {
 	case errors.Is(err, os.ErrExist):
 		return nil, dag.Errorf(dag.KindInvalidArgument,
-			"objectstore: create arena file %s: another store of this process already uses name %q in %s; give each store its own Name or --store-dir: %w",
-			path, name, dir, err)
+			"objectstore: create arena file %s: another store of this process already uses name %q in %s; give each store its own Name or %s: %w",
+			path, name, dir, n.of("Dir"), err)
 	case err != nil:
 		return nil, dag.Errorf(dag.KindInvalidArgument,
-			"objectstore: create arena file in %s: %w; check that --store-dir names a writable directory", dir, err)
+			"objectstore: create arena file in %s: %w; check that %s names a writable directory", dir, err, n.of("Dir"))
 	}
 	defer func() {
 		if err != nil {
@@ -169,13 +169,13 @@ func openArena(dir, name string, capacity int64, log *slog.Logger) (_ *arena, er
 
 	// One header page, then capacity bytes of object space.
 	dataOff := int64(os.Getpagesize())
-	if err := reserve(f, dir, capacity, dataOff+capacity, log); err != nil {
+	if err := reserve(f, dir, capacity, dataOff+capacity, n, log); err != nil {
 		return nil, err
 	}
 	m, err := mmap.MapRegion(f, int(dataOff+capacity), mmap.RDWR, 0, 0)
 	if err != nil {
 		return nil, dag.Errorf(dag.KindResourceExhausted,
-			"objectstore: map %d-byte arena %s: %w; choose a smaller --store-size or raise the process's memory limits", capacity, path, err)
+			"objectstore: map %d-byte arena %s: %w; choose a smaller %s or raise the process's memory limits", capacity, path, err, n.of("Capacity"))
 	}
 	a := &arena{path: path, file: f, mapping: m, data: m[dataOff:]}
 	if _, err := rand.Read(a.id[:]); err != nil {
@@ -189,7 +189,7 @@ func openArena(dir, name string, capacity int64, log *slog.Logger) (_ *arena, er
 // reserve gives f total bytes of real backing store (the header page and
 // capacity bytes of object space). With fallocate a full tmpfs is an ENOSPC
 // here, not a SIGBUS on first touch later.
-func reserve(f *os.File, dir string, capacity, total int64, log *slog.Logger) error {
+func reserve(f *os.File, dir string, capacity, total int64, n names, log *slog.Logger) error {
 	fd := int(f.Fd())
 	var err error
 	for {
@@ -203,16 +203,17 @@ func reserve(f *os.File, dir string, capacity, total int64, log *slog.Logger) er
 		return nil
 	case errors.Is(err, unix.ENOSPC):
 		return dag.Errorf(dag.KindResourceExhausted,
-			"objectstore: reserve %d-byte arena in %s: %w (%s); choose a --store-dir with more space or a smaller --store-size",
-			capacity, dir, err, freeSpace(dir))
+			"objectstore: reserve %d-byte arena in %s: %w (%s); choose a %s with more space or a smaller %s",
+			capacity, dir, err, freeSpace(dir), n.of("Dir"), n.of("Capacity"))
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
 		log.Warn("objectstore: the store dir's filesystem cannot preallocate (no fallocate); the arena is sparse, "+
-			"so if the filesystem fills up the process dies with SIGBUS instead of getting an error; prefer a tmpfs such as /dev/shm for --store-dir",
+			"so if the filesystem fills up the process dies with SIGBUS instead of getting an error; prefer a tmpfs such as /dev/shm for the store directory",
+			"setting", n.of("Dir"),
 			"dir", dir, "capacity", capacity)
 		if err := f.Truncate(total); err != nil {
 			return dag.Errorf(dag.KindResourceExhausted,
-				"objectstore: size %d-byte arena in %s: %w (%s); choose another --store-dir or a smaller --store-size",
-				capacity, dir, err, freeSpace(dir))
+				"objectstore: size %d-byte arena in %s: %w (%s); choose another %s or a smaller %s",
+				capacity, dir, err, freeSpace(dir), n.of("Dir"), n.of("Capacity"))
 		}
 		return nil
 	default:

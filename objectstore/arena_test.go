@@ -105,9 +105,11 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 		cfg  Config
 		want []string
 	}{
-		{"zero capacity", Config{Dir: dir}, []string{"capacity 0", "--store-size"}},
-		{"negative capacity", Config{Dir: dir, Capacity: -5}, []string{"capacity -5", "--store-size"}},
-		{"missing dir", Config{Dir: filepath.Join(dir, "nope"), Capacity: 4096}, []string{filepath.Join(dir, "nope"), "--store-dir"}},
+		{"zero capacity", Config{Dir: dir}, []string{"capacity 0", "set Config.Capacity"}},
+		{"negative capacity", Config{Dir: dir, Capacity: -5}, []string{"capacity -5", "Config.Capacity"}},
+		{"missing dir", Config{Dir: filepath.Join(dir, "nope"), Capacity: 4096}, []string{filepath.Join(dir, "nope"), "Config.Dir"}},
+		// A program that sets the Config from flags has errors name them.
+		{"zero capacity, named", Config{Dir: dir, SettingNames: map[string]string{"Capacity": "--store-size"}}, []string{"capacity 0", "set --store-size"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Open(tc.cfg)
@@ -265,7 +267,7 @@ func TestOpenOnFullTmpfs(t *testing.T) {
 	if !errors.Is(err, unix.ENOSPC) || !errors.Is(err, dag.ErrResourceExhausted) {
 		t.Errorf("err = %v (kind %v); want ENOSPC with kind resource exhausted", err, dag.KindOf(err))
 	}
-	for _, want := range []string{dir, "4194304", "free of", "--store-dir", "--store-size"} {
+	for _, want := range []string{dir, "4194304", "free of", "Config.Dir", "Config.Capacity"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

@@ -172,7 +172,7 @@ func (s *Store) reserveLocked(ctx context.Context, op string, id dag.ObjectID, b
 }
 
 func (s *Store) errFull(op string, id dag.ObjectID, block int64) error {
-	what := "release or delete objects, or raise --store-size"
+	what := "release or delete objects, or raise the store's capacity (" + s.names.of("Capacity") + ")"
 	if s.spillDir != "" {
 		what = "every object in the arena is pinned or being written, so none can be spilled; " + what
 	}
@@ -259,9 +259,9 @@ func (j *spillJob) write() {
 		}
 	}
 	if err != nil {
-		k, hint := dag.KindUnavailable, "check the disk under --spill-dir"
+		k, hint := dag.KindUnavailable, "check the disk there"
 		if errNoSpace(err) {
-			k, hint = dag.KindResourceExhausted, "free space there or point --spill-dir at a larger disk"
+			k, hint = dag.KindResourceExhausted, "free space there or move the spill directory to a larger disk"
 		}
 		j.err = &dag.Error{Kind: k, Err: errors.Join(ErrSpill, err), Msg: fmt.Sprintf(
 			"objectstore: spill %s (%d bytes) to %s: %v (%s); the object stays in memory; %s",

@@ -427,7 +427,7 @@ func TestSpillDirFull(t *testing.T) {
 	if !errors.Is(err, unix.ENOSPC) {
 		t.Errorf("err %v does not wrap ENOSPC", err)
 	}
-	for _, want := range []string{"spill", s.SpillDir(), "stays in memory", "--spill-dir", "free of"} {
+	for _, want := range []string{"spill", s.SpillDir(), "stays in memory", "move the spill directory to a larger disk", "free of"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -559,8 +559,8 @@ func TestSpillDirLifecycle(t *testing.T) {
 
 	// A spill dir that cannot be created is an error at Open.
 	_, err = Open(Config{Dir: t.TempDir(), Capacity: 4096, SpillDir: filepath.Join(root, "missing", "deeper")})
-	if err == nil || !strings.Contains(err.Error(), "--spill-dir") {
-		t.Errorf("Open with a missing spill dir: %v; want an error naming --spill-dir", err)
+	if err == nil || !strings.Contains(err.Error(), "Config.SpillDir") {
+		t.Errorf("Open with a missing spill dir: %v; want an error naming Config.SpillDir", err)
 	}
 }
 

@@ -40,13 +40,13 @@ type spillDir struct {
 }
 
 // createSpillDir makes this store's spill directory under root.
-func createSpillDir(root, name string, log *slog.Logger) (*spillDir, error) {
+func createSpillDir(root, name string, n names, log *slog.Logger) (*spillDir, error) {
 	fi, err := os.Stat(root)
 	if err == nil && !fi.IsDir() {
 		err = fmt.Errorf("%s is not a directory", root)
 	}
 	if err != nil {
-		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: spill directory %s: %w; check that --spill-dir names a writable directory", root, err)
+		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: spill directory %s: %w; check that %s names a writable directory", root, err, n.of("SpillDir"))
 	}
 	var path string
 	for range 10 {
@@ -58,7 +58,7 @@ func createSpillDir(root, name string, log *slog.Logger) (*spillDir, error) {
 		}
 	}
 	if err != nil {
-		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: create spill directory in %s: %w; check that --spill-dir names a writable directory", root, err)
+		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: create spill directory in %s: %w; check that %s names a writable directory", root, err, n.of("SpillDir"))
 	}
 	d, err := claimSpillDir(path, log)
 	if err != nil {

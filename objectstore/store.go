@@ -47,6 +47,21 @@ type Config struct {
 	// Logger receives the store's few log lines (open, close, stale files,
 	// spill failures, misuse). Nil discards them.
 	Logger *slog.Logger
+	// SettingNames says how errors name this Config's fields to whoever
+	// set them, as the head's Config does: a program that fills the Config
+	// from flags maps a field ("Capacity") to its flag ("--store-size").
+	// An unmapped field is named Config.Field.
+	SettingNames map[string]string
+}
+
+// names names Config fields in errors (see Config.SettingNames).
+type names map[string]string
+
+func (n names) of(field string) string {
+	if s, ok := n[field]; ok {
+		return s
+	}
+	return "Config." + field
 }
 
 // Stats is a snapshot of the store's occupancy and of its spill counters.
@@ -100,6 +115,7 @@ type Store struct {
 	path     string
 	arenaID  [16]byte
 	capacity int64
+	names    names
 	log      *slog.Logger
 	spillDir string    // this store's own directory; "" when spilling is off
 	spill    *spillDir // it and its lock; nil when spilling is off
@@ -184,9 +200,9 @@ func Open(cfg Config) (*Store, error) {
 	page := int64(os.Getpagesize())
 	switch {
 	case cfg.Capacity <= 0:
-		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: capacity %d bytes: must be greater than 0; set --store-size", cfg.Capacity)
+		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: capacity %d bytes: must be greater than 0; set %s", cfg.Capacity, names(cfg.SettingNames).of("Capacity"))
 	case cfg.Capacity > math.MaxInt-2*page:
-		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: capacity %d bytes is more than this platform can map; choose a smaller --store-size", cfg.Capacity)
+		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: capacity %d bytes is more than this platform can map; choose a smaller %s", cfg.Capacity, names(cfg.SettingNames).of("Capacity"))
 	}
 	capacity := (cfg.Capacity + page - 1) / page * page
 	dir := cfg.Dir
@@ -204,12 +220,12 @@ func Open(cfg Config) (*Store, error) {
 		removeDeadSpillDirs(root, log)
 		removeStale(root, name, spillSuffix, log) // directories named by pid, of older releases
 		var err error
-		if spill, err = createSpillDir(root, name, log); err != nil {
+		if spill, err = createSpillDir(root, name, names(cfg.SettingNames), log); err != nil {
 			return nil, err
 		}
 	}
 	removeStale(dir, name, arenaSuffix, log)
-	ar, err := openArena(dir, name, capacity, log)
+	ar, err := openArena(dir, name, capacity, names(cfg.SettingNames), log)
 	if err != nil {
 		if spill != nil {
 			_ = spill.close()
@@ -237,6 +253,7 @@ func Open(cfg Config) (*Store, error) {
 		path:     ar.path,
 		arenaID:  ar.id,
 		capacity: capacity,
+		names:    names(cfg.SettingNames),
 		log:      log,
 		spillDir: spillPath,
 		spill:    spill,
@@ -302,7 +319,7 @@ func (s *Store) create(ctx context.Context, id dag.ObjectID, size int64, meta []
 		return nil, dag.Errorf(dag.KindInvalidArgument, "objectstore: create %s: meta is %d bytes, more than the %d allowed; keep data in the object, not its meta", id, len(meta), MaxMetaSize)
 	case size > s.capacity:
 		return nil, storeError(dag.KindResourceExhausted, ErrTooLarge,
-			"objectstore: create %s: object is %d bytes, larger than the whole store (%d bytes); raise --store-size", id, size, s.capacity)
+			"objectstore: create %s: object is %d bytes, larger than the whole store (%d bytes); raise its capacity (%s)", id, size, s.capacity, s.names.of("Capacity"))
 	}
 	block := blockSize(size)
 

@@ -215,7 +215,7 @@ func TestMisuseErrors(t *testing.T) {
 func TestErrorMessagesNameTheInput(t *testing.T) {
 	s := openTest(t, 1<<20)
 	_, err := s.Create(oid(7), 2<<20, nil)
-	for _, want := range []string{oid(7).String(), "2097152", "1048576", "--store-size"} {
+	for _, want := range []string{oid(7).String(), "2097152", "1048576", "raise its capacity (Config.Capacity)"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("too-large error %q does not mention %q", err, want)
 		}
@@ -359,7 +359,7 @@ func TestFullThenDeleteThenFits(t *testing.T) {
 	}
 	_, err := s.Create(oid(10), 1, nil)
 	wantErr(t, "create in full store", err, ErrFull, dag.KindResourceExhausted)
-	for _, want := range []string{oid(10).String(), "need 64 bytes", "0 bytes free", "largest free block 0 bytes", "capacity 1048576 bytes", "raise --store-size"} {
+	for _, want := range []string{oid(10).String(), "need 64 bytes", "0 bytes free", "largest free block 0 bytes", "capacity 1048576 bytes", "raise the store's capacity (Config.Capacity)"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("full error %q does not mention %q", err, want)
 		}

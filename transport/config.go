@@ -155,6 +155,11 @@ type Config struct {
 	// Logger receives warnings (failed handshakes, dropped frames) and debug
 	// detail. nil discards.
 	Logger *slog.Logger
+	// SettingNames says how errors name this Config's fields to whoever
+	// set them: a program that fills the Config from flags maps a field
+	// ("MaxFrameSize") to its flag ("--max-frame"). An unmapped field is
+	// named Config.Field. Errors about a peer's settings name none.
+	SettingNames map[string]string
 	// Network is what the node listens and dials on: TCP when nil, or an
 	// in-memory network (MemNetwork, possibly behind a faultnet Injector)
 	// for clusters inside one test process. TLS, the handshake and
@@ -172,17 +177,25 @@ type Config struct {
 	now     func() time.Time // test hook: the clock of the failure log; nil = time.Now
 }
 
+// setting names one of c's fields as c.SettingNames say.
+func (c *Config) setting(field string) string {
+	if n, ok := c.SettingNames[field]; ok {
+		return n
+	}
+	return "Config." + field
+}
+
 // resolve validates c and fills in defaults. what names the operation for
 // the error message ("listen on :7070").
 func (c Config) resolve(what string) (Config, error) {
 	switch {
 	case c.Insecure && c.TLS != nil:
-		return c, errorf(CodeInvalidArgument, "%s: both a TLS certificate and plaintext mode are set; give one (--insecure-plaintext turns TLS off)", what)
+		return c, errorf(CodeInvalidArgument, "%s: both a TLS certificate and plaintext mode are set; give one (%s turns TLS off)", what, c.setting("Insecure"))
 	case !c.Insecure && c.TLS == nil:
 		return c, errorf(CodeInvalidArgument,
-			"%s: no TLS certificate: give this node a certificate, its key and the cluster's CA (--tls-cert, --tls-key, --tls-ca), or run every node plaintext (--insecure-plaintext with --token-file)", what)
+			"%s: no TLS certificate: give this node a certificate, its key and the cluster's CA (%s), or run every node plaintext (%s with %s)", what, c.setting("TLS"), c.setting("Insecure"), c.setting("Token"))
 	case c.Insecure && len(c.Token) == 0:
-		return c, errorf(CodeInvalidArgument, "%s: the cluster token is empty; plaintext mode needs every node to hold the same token (--token-file)", what)
+		return c, errorf(CodeInvalidArgument, "%s: the cluster token is empty; plaintext mode needs every node to hold the same token (%s)", what, c.setting("Token"))
 	case c.Insecure && len(c.Token) < MinTokenLen:
 		return c, errorf(CodeInvalidArgument, "%s: the cluster token is %d bytes, shorter than %d (128 bits as hex); make one with: %s", what, len(c.Token), MinTokenLen, MakeTokenCommand)
 	}
@@ -196,7 +209,7 @@ func (c Config) resolve(what string) (Config, error) {
 		c.MaxFrameSize = DefaultMaxFrameSize
 	}
 	if c.MaxFrameSize < MinFrameSize || c.MaxFrameSize > MaxFrameLimit {
-		return c, errorf(CodeInvalidArgument, "%s: max frame size %d is outside [%d, %d] bytes (--max-frame)", what, c.MaxFrameSize, MinFrameSize, MaxFrameLimit)
+		return c, errorf(CodeInvalidArgument, "%s: max frame size %d is outside [%d, %d] bytes (%s)", what, c.MaxFrameSize, MinFrameSize, MaxFrameLimit, c.setting("MaxFrameSize"))
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout

@@ -173,7 +173,7 @@ func clientHandshake(rw io.ReadWriter, remote string, p Purpose, cfg *Config) (p
 	case proofOK:
 	case proofDenied:
 		return peerInfo{}, errorf(CodePermissionDenied,
-			"permission denied: peer %q at %s rejected this node's proof: this node does not hold the cluster token (check --token-file)", peer.nodeID, remote)
+			"permission denied: peer %q at %s rejected this node's proof: this node does not hold the cluster token (check %s)", peer.nodeID, remote, cfg.setting("Token"))
 	default:
 		return peerInfo{}, errorf(CodeInvalidArgument, "%s: not a phobos peer (final status byte %d)", what, final[0])
 	}
@@ -185,7 +185,7 @@ func clientHandshake(rw io.ReadWriter, remote string, p Purpose, cfg *Config) (p
 		// Tell the server why we hang up, so both logs name the problem.
 		rw.Write([]byte{proofDenied})
 		return peerInfo{}, errorf(CodePermissionDenied,
-			"permission denied: peer %q at %s does not hold the cluster token (check --token-file)", peer.nodeID, remote)
+			"permission denied: peer %q at %s does not hold the cluster token (if it should, check this node's token: %s)", peer.nodeID, remote, cfg.setting("Token"))
 	}
 	if _, err := rw.Write([]byte{proofOK}); err != nil {
 		return peerInfo{}, handshakeIOError(what, "sending the confirmation", err)
@@ -299,7 +299,7 @@ func readHello(r io.Reader, what string, version uint16) (clientHelloMsg, error)
 	var prefix [helloPrefixLen]byte
 	n, err := io.ReadFull(r, prefix[:])
 	if n >= 3 && prefix[0] == 0x16 && prefix[1] == 3 { // a TLS handshake record
-		return h, errorf(CodeInvalidArgument, "%s: %w, but this node runs plaintext (--insecure-plaintext); run every node of a cluster in the same mode", what, errSpeaksTLS)
+		return h, errorf(CodeInvalidArgument, "%s: %w, but this node runs plaintext; run every node of a cluster in the same mode", what, errSpeaksTLS)
 	}
 	if n > 0 && !bytes.HasPrefix(magic[:], prefix[:min(n, len(magic))]) {
 		return h, errorf(CodeInvalidArgument, "%s: not a phobos peer (it sent %q)", what, prefix[:n])
@@ -358,7 +358,7 @@ func serverHello(rw io.ReadWriter, what string, cfg *Config, refuse func(Purpose
 	}
 	if errors.Is(err, errSpeaksTLS) {
 		writeReject(rw, statusPlaintext, cfg.version, fmt.Sprintf(
-			"node %q runs without TLS (--insecure-plaintext); this node speaks TLS: run every node of a cluster in the same mode", cfg.NodeID))
+			"node %q runs without TLS (plaintext mode); this node speaks TLS: run every node of a cluster in the same mode", cfg.NodeID))
 		return h, side{}, Peer{}, err
 	}
 	if err != nil {
@@ -403,7 +403,7 @@ func serverHandshake(rw io.ReadWriter, remote string, cfg *Config, refuse func(P
 	if !hmac.Equal(want[:], proof[:]) {
 		rw.Write([]byte{proofDenied})
 		return peerInfo{}, errorf(CodePermissionDenied,
-			"permission denied: peer %q at %s does not hold the cluster token (check --token-file)", h.nodeID, remote)
+			"permission denied: peer %q at %s does not hold the cluster token (if it should, check this node's token: %s)", h.nodeID, remote, cfg.setting("Token"))
 	}
 	// Only now, with the client's proof checked, does anything derived
 	// from the token leave this node.
@@ -419,7 +419,7 @@ func serverHandshake(rw io.ReadWriter, remote string, cfg *Config, refuse func(P
 	case proofOK:
 	case proofDenied:
 		return peerInfo{}, errorf(CodePermissionDenied,
-			"permission denied: peer %q at %s does not hold the cluster token (it rejected this node's proof; check --token-file)", h.nodeID, remote)
+			"permission denied: peer %q at %s does not hold the cluster token (it rejected this node's proof; check this node's token: %s)", h.nodeID, remote, cfg.setting("Token"))
 	default:
 		return peerInfo{}, errorf(CodeInvalidArgument, "%s: not a phobos peer (confirmation byte %d)", what, confirm[0])
 	}

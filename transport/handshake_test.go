@@ -97,6 +97,7 @@ func TestWrongToken(t *testing.T) {
 		ts := startServer(t, mk("srv", nil), newTestHandler())
 		bad := mk("intruder", nil)
 		bad.Token = bytes.Repeat([]byte("w"), MinTokenLen)
+		bad.SettingNames = map[string]string{"Token": "--token-file"} // as the CLI names it
 		_, err := Dial(callCtx(t), ts.addr(), bad)
 		wantCode(t, err, CodePermissionDenied)
 		for _, part := range []string{"permission denied", `"srv"`, "does not hold the cluster token", "check --token-file"} {
@@ -105,7 +106,8 @@ func TestWrongToken(t *testing.T) {
 			}
 		}
 		// The server learns it too, names the client, and keeps serving.
-		ts.logs.waitFor(t, "WARN", "handshake failed", "permission denied", `"intruder"`, "does not hold the cluster token", "check --token-file")
+		// (The server's Config maps no setting to a flag: it names the field.)
+		ts.logs.waitFor(t, "WARN", "handshake failed", "permission denied", `"intruder"`, "does not hold the cluster token", "check this node's token: Config.Token")
 		c := dial(t, ts.addr(), mk("good", nil), nil)
 		var out echoMsg
 		if err := c.Call(callCtx(t), mEcho, echoMsg{S: "after"}, &out); err != nil || out.S != "after" {

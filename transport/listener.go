@@ -68,7 +68,7 @@ func Listen(addr string, cfg Config) (*Listener, error) {
 	}
 	ln, err := cfg.network().Listen(addr)
 	if err != nil {
-		return nil, errorf(CodeUnavailable, "listen on %s: %w (is the port in use? check --listen)", addr, err)
+		return nil, errorf(CodeUnavailable, "listen on %s: %w (is the port in use?)", addr, err)
 	}
 	l := &Listener{
 		cfg:       cfg,

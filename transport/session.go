@@ -370,7 +370,7 @@ func (s *Session) checkSize(b *bytes.Buffer, what string, m Method) error {
 		return nil
 	}
 	return errorf(CodeResourceExhausted,
-		"%s %s to %q is %d bytes, over the peer's max frame of %d bytes; split it or raise --max-frame",
+		"%s %s to %q is %d bytes, over the peer's max frame of %d bytes; split it or raise the peer's max frame size",
 		what, m, s.remoteID, n, s.peerMax)
 }
 
@@ -478,7 +478,7 @@ func (s *Session) readRequest(fr *frameReader, h header) error {
 		}
 		s.log.Warn("transport: refused an oversized request", "method", h.method, "bytes", h.length, "max", s.cfg.MaxFrameSize)
 		go s.replyError(h.id, h.method, CodeResourceExhausted, fmt.Sprintf(
-			"request for %s to %q is %d bytes, over its max frame of %d bytes; split it or raise --max-frame",
+			"request for %s to %q is %d bytes, over its max frame of %d bytes; split it or raise that node's max frame size",
 			h.method, s.cfg.NodeID, h.length, s.cfg.MaxFrameSize))
 		return nil
 	}
@@ -555,8 +555,8 @@ func (s *Session) readResponse(fr *frameReader, h header) error {
 		}
 		if c := s.takePending(h.id); c != nil {
 			c.done <- errorf(CodeResourceExhausted,
-				"the response to %s from %q is %d bytes, over this node's max frame of %d bytes; split it or raise --max-frame",
-				c.method, s.remoteID, h.length, s.cfg.MaxFrameSize)
+				"the response to %s from %q is %d bytes, over this node's max frame of %d bytes; split it or raise this node's max frame size (%s)",
+				c.method, s.remoteID, h.length, s.cfg.MaxFrameSize, s.cfg.setting("MaxFrameSize"))
 		}
 		return nil
 	}
@@ -604,7 +604,7 @@ func (s *Session) runCall(m Method, id uint64, raw []byte, share int64) {
 	}
 	if n := b.Len() - headerSize; n > s.peerMax && !s.ignorePeerMax.Load() {
 		s.replyError(id, m, CodeResourceExhausted, fmt.Sprintf(
-			"the response to %s from %q is %d bytes, over this node's max frame of %d bytes; split it or raise --max-frame",
+			"the response to %s from %q is %d bytes, over the peer's max frame of %d bytes; split it or raise the peer's max frame size",
 			m, s.cfg.NodeID, n, s.peerMax))
 		return
 	}

@@ -156,7 +156,7 @@ func TestOversizedFrames(t *testing.T) {
 			err := c.Call(callCtx(t), mEcho, big, nil)
 			wantCode(t, err, CodeResourceExhausted)
 			enc, _ := codec.Marshal(big)
-			for _, part := range []string{fmt.Sprintf("is %d bytes", len(enc)), "max frame of 65536 bytes", "split it or raise --max-frame"} {
+			for _, part := range []string{fmt.Sprintf("is %d bytes", len(enc)), "max frame of 65536 bytes", "split it or raise the peer's max frame size"} {
 				if !strings.Contains(err.Error(), part) {
 					t.Errorf("error %q lacks %q", err, part)
 				}
@@ -182,7 +182,7 @@ func TestOversizedFrames(t *testing.T) {
 		t.Run("server refuses a response over the client's cap", func(t *testing.T) {
 			err := c.Call(callCtx(t), mBig, echoMsg{N: 100 << 10}, nil)
 			var re *RemoteError
-			if !errors.As(err, &re) || re.Code != CodeResourceExhausted || !strings.Contains(err.Error(), "split it or raise --max-frame") {
+			if !errors.As(err, &re) || re.Code != CodeResourceExhausted || !strings.Contains(err.Error(), "split it or raise the peer's max frame size") {
 				t.Fatalf("oversized response got %v, want a remote code-8 error", err)
 			}
 			stillWorks(t)

@@ -133,11 +133,11 @@ func clientTLSError(what string, sc *sniffConn, err error, cfg *Config) error {
 			return handshakeIOError(what, "reading the rejection", err)
 		}
 		if head[4] == statusOK {
-			return errorf(CodeInvalidArgument, "%s: the peer does not speak TLS: it runs plaintext (--insecure-plaintext); run every node of a cluster in the same mode", what)
+			return errorf(CodeInvalidArgument, "%s: the peer does not speak TLS: it runs plaintext; run every node of a cluster in the same mode", what)
 		}
 		return readReject(r, what, head[4], cfg.version, uint16(head[5])<<8|uint16(head[6]))
 	case errors.As(err, &rh):
-		return errorf(CodeInvalidArgument, "%s: the peer does not speak TLS — is it running with --insecure-plaintext? (it sent %q)", what, rh.RecordHeader[:])
+		return errorf(CodeInvalidArgument, "%s: the peer does not speak TLS — does it run in plaintext mode? (it sent %q)", what, rh.RecordHeader[:])
 	case errors.As(err, &ce):
 		return errorf(CodePermissionDenied, "%s: permission denied: refusing the peer's %w", what, err)
 	}
@@ -210,8 +210,8 @@ func (l *Listener) serverTLSError(what string, conn net.Conn, sc *sniffConn, err
 			peer = fmt.Sprintf(" %q", h.nodeID)
 		}
 		writeReject(conn, statusTLSRequired, l.cfg.version, fmt.Sprintf(
-			"node %q requires TLS, and this connection is plaintext: give this node a certificate (--tls-cert, --tls-key, --tls-ca), or run every node with --insecure-plaintext", l.cfg.NodeID))
-		return errorf(CodeInvalidArgument, "%s: the peer%s speaks plaintext, but this node requires TLS (is the peer running with --insecure-plaintext?)", what, peer)
+			"node %q requires TLS, and this connection is plaintext: give this node a certificate, its key and the cluster's CA, or run every node in plaintext mode", l.cfg.NodeID))
+		return errorf(CodeInvalidArgument, "%s: the peer%s speaks plaintext, but this node requires TLS (does the peer run in plaintext mode?)", what, peer)
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "remote error" {

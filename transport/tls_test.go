@@ -262,7 +262,7 @@ func TestModeMismatchIsExplainedAtBothEnds(t *testing.T) {
 				t.Errorf("client error %q lacks %q", err, p)
 			}
 		}
-		ts.logs.waitFor(t, "WARN", "handshake failed", `the peer "cli" speaks plaintext, but this node requires TLS`, "--insecure-plaintext")
+		ts.logs.waitFor(t, "WARN", "handshake failed", `the peer "cli" speaks plaintext, but this node requires TLS`, "plaintext mode")
 	})
 	t.Run("TLS client, plaintext server", func(t *testing.T) {
 		ts := startServer(t, plainConfig("srv", nil), newTestHandler())
