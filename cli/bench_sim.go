@@ -16,7 +16,7 @@ import (
 // against simulated raylets in this process (internal/simraylets).
 type simBench struct {
 	raylets, slots, heads int
-	jobBudget             int64 // 0: the head's default
+	jobBudget             int64    // 0: the head's default
 	jobs                  []string // "independent", "seed"
 	n                     int64    // subtasks per job
 	json                  bool

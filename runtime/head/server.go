@@ -227,7 +227,7 @@ func (s *Server) leaderLeftOut(addr string) bool {
 
 func (s *Server) markRemoved() {
 	s.removedOnce.Do(func() {
-		s.log.Warn("this head was removed from the Raft voters (raft remove-peer) and stops serving; to bring it back, wipe its data dir and start it joining the cluster ("+s.cfg.setting("Join")+")")
+		s.log.Warn("this head was removed from the Raft voters (raft remove-peer) and stops serving; to bring it back, wipe its data dir and start it joining the cluster (" + s.cfg.setting("Join") + ")")
 		close(s.removed)
 	})
 }

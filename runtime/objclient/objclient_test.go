@@ -31,7 +31,7 @@ func testObject(i uint64) dag.ObjectID {
 type fakeRaylet struct {
 	store   *objectstore.Store
 	corrupt atomic.Bool
-	hangup  atomic.Bool // close object streams without an answer
+	hangup  atomic.Bool    // close object streams without an answer
 	pinned  atomic.Int32   // lends in progress
 	active  sync.WaitGroup // streams being answered
 }
