@@ -123,8 +123,6 @@ func newHeadCmd() *cobra.Command {
 	return cmd
 }
 
-// headFlags names the head.Config fields that runHead sets from flags, so
-// that the head's errors name the flags.
 // transportFlags and storeFlags name the flags that set transport.Config's
 // and objectstore.Config's fields, for their errors (SettingNames).
 var (
@@ -135,6 +133,8 @@ var (
 	storeFlags = map[string]string{"Capacity": "--store-size", "Dir": "--store-dir", "SpillDir": "--spill-dir"}
 )
 
+// headFlags names the head.Config fields that runHead sets from flags, so
+// that the head's errors name the flags.
 var headFlags = map[string]string{
 	"ID": "--id", "DataDir": "--data-dir", "Listen": "--listen", "Advertise": "--advertise", "Join": "--join",
 	"RayletTimeout": "--raylet-timeout", "ResultTTL": "--result-ttl", "Retries": "--retries", "PutGrace": "--put-grace",

@@ -181,13 +181,7 @@ func (h quotaHeap) down(i int) {
 // assignSubtasks sets Raylet on every initial subtask (one without
 // predecessors in its stage) of sg.
 func assignSubtasks(sg *dag.SubtaskGraph, slots []int) {
-	n := 0
-	for s := range sg.Subtasks {
-		if len(sg.Preds.Row(int32(s))) == 0 {
-			n++
-		}
-	}
-	initial := make([]int32, 0, n)
+	initial := make([]int32, 0, len(sg.Subtasks)) // at most all; freed once assigned
 	for s := range sg.Subtasks {
 		if len(sg.Preds.Row(int32(s))) == 0 {
 			initial = append(initial, int32(s))

@@ -137,7 +137,7 @@ func TileWithin(g *dag.TileableGraph, reg *dag.Registry, lim Limits) (*Tiled, er
 	if e, err := estimate(g, order, tilers, FuseNone); err == nil && e.Stages <= 1 {
 		chunks, edges = e.Chunks, e.Edges
 	}
-	chunks = min(chunks, lim.Chunks, MaxJobReserve)
+	chunks = min(chunks, lim.Chunks, maxReserve)
 	edges = min(edges, lim.Edges, 4*chunks)
 	t.Chunks = dag.NewChunkGraphSized(int(chunks), int(edges))
 	t.Chunks.SetLimit(lim.Chunks, lim.Edges)
@@ -390,9 +390,9 @@ func sourceChunks(n *dag.TileableNode) int64 {
 	return k
 }
 
-// MaxJobReserve caps the chunks a chunk graph reserves room for up front
-// (as many again may come by appending).
-const MaxJobReserve = 1 << 26
+// maxReserve caps the chunks a chunk graph reserves room for up front
+// (more may come by appending).
+const maxReserve = 1 << 26
 
 // estimateChunks guesses a node's chunk count from its shape and chunk
 // size, to size the chunk graph's slices once (at most MaxChunks, what
