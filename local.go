@@ -53,6 +53,11 @@ type LocalConfig struct {
 	// TLS, with a bearer token in Dir/http-token; Client.LocalWeb says
 	// where.
 	NoHTTP bool
+	// NoPipeline stops the head from dispatching a subtask ahead of its
+	// inputs to the raylet making them (head.Config.NoPipeline): every
+	// dependent hop then goes through the head. For measuring what
+	// pipelining saves.
+	NoPipeline bool
 }
 
 // LocalWeb is where an embedded cluster's web services listen.
@@ -150,7 +155,7 @@ func Local(ctx context.Context, cfg LocalConfig) (*Client, error) {
 	h, err := head.Start(head.Config{
 		ID: name + "-head", Listen: "127.0.0.1:0", DataDir: filepath.Join(lc.dir, "head"),
 		Token: token, Raft: rc, Logger: log, Transport: transport.Config{TLS: headTLS, Insecure: cfg.Insecure},
-		HTTP: httpAddr, HTTPTokenFile: tokenFile,
+		HTTP: httpAddr, HTTPTokenFile: tokenFile, NoPipeline: cfg.NoPipeline,
 	})
 	if err != nil {
 		lc.close()

@@ -49,6 +49,7 @@ func newHeadCmd() *cobra.Command {
 	fs.Var(byteSize{&jobBudget}, "job-budget", "most head memory one job may take to lower and schedule, as estimated before tiling (default: a quarter of the memory the head may use)")
 	fs.Var(byteSize{&admitBudget}, "admit-budget", "most head memory all jobs being lowered and run may take together; others wait (default: half the memory the head may use)")
 	admitQueue := fs.Int("admit-queue", hd.AdmitQueue, "jobs that may wait for --admit-budget; more are refused")
+	noPipeline := fs.Bool("no-pipeline", false, "dispatch no subtask before its inputs are stored (by default one whose inputs are being made on a raylet may go to that raylet ahead of them)")
 	ret := retentionFlags(fs, hd)
 	maxFrame := int64(16 << 20)
 	fs.Var(byteSize{&maxFrame}, "max-frame", "largest control message this head accepts (job graphs travel in one)")
@@ -99,7 +100,7 @@ func newHeadCmd() *cobra.Command {
 			JobRetention: ret.age(), JobRetentionCount: ret.count(), RayletPurgeAfter: ret.purge(),
 			Raft: rc, RayletTimeout: *rayletTimeout, ResultTTL: *resultTTL, Retries: *retries, Logger: log,
 			PutGrace: *putGrace, JobBudget: jobBudget, AdmitBudget: admitBudget, AdmitQueue: *admitQueue,
-			Transport: tcfg, SettingNames: headFlags, HTTP: hf.addr, HTTPTokenFile: hf.tokenFile,
+			NoPipeline: *noPipeline, Transport: tcfg, SettingNames: headFlags, HTTP: hf.addr, HTTPTokenFile: hf.tokenFile,
 		})
 		if err != nil {
 			return err

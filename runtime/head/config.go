@@ -57,6 +57,11 @@ type Config struct {
 	// PutGrace is how long a client's put objects outlive its last session
 	// to the leader (time to reconnect after a failover); default 30s.
 	PutGrace time.Duration
+	// NoPipeline stops the leader from dispatching a subtask, ahead of its
+	// inputs, to the raylet that is making them (a chain of dependent
+	// subtasks then costs a round trip to the head per hop); off by
+	// default.
+	NoPipeline bool
 	// MaxLowerings is how many leaders may begin lowering a job and stop
 	// (die or step down) before it is failed instead of lowered again;
 	// default 2.

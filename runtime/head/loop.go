@@ -288,6 +288,7 @@ func (s *Server) becomeLeader() {
 		JobBudget: c.JobBudget, AdmitBudget: c.AdmitBudget, AdmitQueue: c.AdmitQueue,
 		JobRetention: c.JobRetention, JobRetentionCount: c.JobRetentionCount, RayletPurgeAfter: c.RayletPurgeAfter,
 		RequestPrefix: prefix, SettingNames: c.SettingNames, Logger: s.log, OwnMarks: s.ownMarks,
+		NoPipeline: c.NoPipeline,
 	})
 	s.lead = &leadership{m: m, epoch: s.epochs, ctx: ctx, cancel: cancel, pending: map[sched.Call]*envelope{}}
 	s.wg.Add(1)

@@ -137,8 +137,11 @@ func Start(ctx context.Context, cfg Config) (*Raylet, error) {
 			if why == core.Abandoned {
 				c.Error = abandoned
 			}
+			if why == core.InputFailed {
+				c.Kind, c.Error = dag.KindUnavailable, "an input it was to read from this raylet failed before it started"
+			}
 			return c
-		})
+		}, func(c wire.Completion) bool { return c.Failed() })
 	if err != nil {
 		store.Close()
 		ln.Close()

@@ -13,6 +13,9 @@ import (
 type pullBatch struct {
 	rep  wire.PullReply
 	left int // specs not yet run or dropped
+	// after holds the specs' core.Subtask.After lists: the subtasks of
+	// this raylet whose outputs they read and that had not stored them.
+	after []dag.SubtaskID
 }
 
 // queued is a pulled subtask waiting for a worker.

@@ -113,9 +113,21 @@ func (r *Raylet) step(ev *event) {
 // pulled queues a pull reply's subtasks. r.mu is held.
 func (r *Raylet) pulled(b *pullBatch, now time.Time) effects {
 	tasks := r.tasks[:0]
+	b.after = b.after[:0]
 	for i := range b.rep.Subtasks {
 		spec := &b.rep.Subtasks[i]
+		a0 := len(b.after)
+		for k := range spec.Inputs {
+			// Dispatched ahead of its input: it waits for the subtask making
+			// it here, unless that has stored it already.
+			if in := &spec.Inputs[k]; in.Pending && !r.store.Contains(in.Object) {
+				b.after = append(b.after, in.Object.Subtask())
+			}
+		}
 		tasks = append(tasks, core.Subtask[queued]{ID: spec.ID, Attempt: spec.Attempt, WorkingSet: spec.WorkingSet(), Spec: queued{spec: spec, b: b}})
+		if len(b.after) > a0 {
+			tasks[len(tasks)-1].After = b.after[a0:len(b.after):len(b.after)]
+		}
 	}
 	if b.left = len(tasks); b.left == 0 {
 		r.putBatch(b)

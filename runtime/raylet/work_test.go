@@ -25,7 +25,7 @@ func TestStepsAllocateNothingInSteadyState(t *testing.T) {
 	m, err := core.New(core.Config{Slots: slots, Prefetch: 2, CancelGrace: time.Second, Room: 1 << 30},
 		func(t core.Subtask[queued], why core.Reason) wire.Completion {
 			return wire.Completion{ID: t.ID, Attempt: t.Attempt, Kind: dag.KindCancelled}
-		})
+		}, func(c wire.Completion) bool { return c.Failed() })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,6 +196,11 @@ type InputSpec struct {
 	// Part, when not 0, says the subtask reads only part Part-1 of this
 	// partitioned object (a shuffle); Size then estimates that part.
 	Part int32 `cbor:"4,keyasint,omitempty"`
+	// Pending says the object is not stored yet: the subtask that makes
+	// it was dispatched to this same raylet ahead of the reader, which
+	// waits for it there (and is dropped if it fails) rather than
+	// fetching it.
+	Pending bool `cbor:"5,keyasint,omitempty"`
 }
 
 // ExternalInput encodes a reference to the subtask's k-th external input.

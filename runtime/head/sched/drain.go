@@ -34,6 +34,8 @@ func (s *scheduler) Drain(r Raylet) *schedEffects {
 	fx := s.begin()
 	rv := s.raylets[r]
 	rv.draining = true
+	clear(rv.frontier) // nothing more goes to it, ahead of its inputs or not
+	rv.frontier = rv.frontier[:0]
 	q := rv.queue
 	rv.queue = nil
 	s.touch(r) // out of placement's way before its queue is placed again

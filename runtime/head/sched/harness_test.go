@@ -179,7 +179,13 @@ func (h *harness) take(fx *Effects) {
 		specs := cloneSpecs(p.Subtasks)
 		var ids []string
 		for _, sp := range specs {
-			ids = append(ids, fmt.Sprintf("%s/%d", h.sid(sp.ID), sp.Attempt))
+			id := fmt.Sprintf("%s/%d", h.sid(sp.ID), sp.Attempt)
+			for _, in := range sp.Inputs {
+				if in.Pending { // dispatched ahead of this input: ^ names its maker
+					id += "^" + h.sid(in.Object.Subtask())
+				}
+			}
+			ids = append(ids, id)
 			if fr != nil {
 				fr.running = append(fr.running, sp)
 			}

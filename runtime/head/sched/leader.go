@@ -22,6 +22,10 @@ type Config struct {
 	// the placement and stealing policies (see scheduler).
 	Broadcast  int
 	StealBytes int64
+	// NoPipeline stops the Leader from dispatching a subtask to the raylet
+	// that makes its inputs before they are stored (see scheduler.pipeline):
+	// every subtask then waits at the head for its inputs.
+	NoPipeline bool
 	// RayletTimeout (5s) is how long a raylet may stay silent before it is
 	// lost; HeartbeatInterval (1s) is how often raylets are told to beat.
 	RayletTimeout     time.Duration
@@ -192,6 +196,7 @@ func New(cfg Config) *Leader {
 	cfg = cfg.withDefaults()
 	s := newScheduler()
 	s.Retries, s.Broadcast, s.StealBytes = cfg.Retries, cfg.Broadcast, cfg.StealBytes
+	s.NoPipeline = cfg.NoPipeline
 	l := &Leader{
 		cfg: cfg, log: cfg.Logger, s: s,
 		records: map[dag.TaskID]*JobRecord{}, puts: map[dag.TaskID]*PutRecord{},

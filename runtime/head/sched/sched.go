@@ -101,6 +101,13 @@ type scheduler struct {
 	// unplaced says a subtask may be READY with no raylet (none was
 	// alive): Requeue looks only then.
 	unplaced bool
+
+	// NoPipeline turns off dispatching a subtask ahead of its inputs (see
+	// pipeline): every subtask then waits at the head until its inputs
+	// are stored.
+	NoPipeline bool
+	// ahead is pipeline's scratch stack.
+	ahead []int32
 }
 
 // holding is the bytes of a subtask's inputs one raylet holds.
@@ -183,6 +190,10 @@ type raylet struct {
 	leaving      bool      // it said goodbye: its loss is a departure
 	draining     bool      // an operator drains it: no new work (drain.go)
 	parked       parkedPull
+	// frontier lists subtasks running on the raylet whose readers may be
+	// dispatched ahead to it (see pipeline), where a pull's credits ran
+	// out before they were.
+	frontier []entry
 
 	woke uint64 // the schedEffects generation that last woke it
 	told uint64 // the schedEffects generation that last gave it a Free or Cancel
@@ -529,21 +540,123 @@ func (s *scheduler) pullMore(r Raylet, credits int, out []wire.SubtaskSpec) ([]w
 	for credits > 0 {
 		e, ok := s.pop(r)
 		if !ok {
+			if credits, out = s.pipelineFrontier(r, credits, out); credits == 0 {
+				break
+			}
 			s.touch(r) // the victim is chosen among the others in order
 			e, ok = s.steal(r)
 			if !ok {
 				break
 			}
 		}
-		j := e.j
-		j.state[e.i] = Running
-		j.where[e.i] = r
-		j.active++
-		rv.running++
-		out = append(out, s.spec(j, e.i))
+		out = s.dispatch(e.j, e.i, r, out)
 		credits--
+		credits, out = s.pipeline(e.j, e.i, r, credits, out)
 	}
-	return out, credits == 0 && rv.queue.Len() > 0
+	return out, credits == 0 && (rv.queue.Len() > 0 || len(rv.frontier) > 0)
+}
+
+// dispatch runs subtask i of j on r: RUNNING there, its spec appended to
+// out.
+func (s *scheduler) dispatch(j *stage, i int32, r Raylet, out []wire.SubtaskSpec) []wire.SubtaskSpec {
+	j.state[i] = Running
+	j.where[i] = r
+	j.active++
+	s.raylets[r].running++
+	return append(out, s.spec(j, i))
+}
+
+// pipeline dispatches to r, after subtask i went there, the readers of i
+// that can start as soon as r stores what they read: every input of theirs
+// not yet stored is being made on r itself. The raylet holds such a
+// subtask until its local inputs are stored (their InputSpec says
+// Pending), and drops it if one of them fails, so a chain of dependent
+// subtasks on one raylet runs without a round trip to the head per hop;
+// the head learns of each completion as it comes. A reader with many
+// inputs still missing is not looked at (it costs a walk of its inputs,
+// and a wide gather rarely has them all on one raylet). Readers it has no
+// credits left for are remembered on r's frontier, for r's next pull.
+//
+// Returns the credits left and out.
+func (s *scheduler) pipeline(j *stage, i int32, r Raylet, credits int, out []wire.SubtaskSpec) (int, []wire.SubtaskSpec) {
+	if s.NoPipeline || j.status != dag.JobRunning {
+		return credits, out
+	}
+	st := append(s.ahead[:0], i)
+	for len(st) > 0 {
+		p := st[len(st)-1]
+		st = st[:len(st)-1]
+		for _, u := range j.sg.Succs.Row(p) {
+			if !s.mayPipeline(j, u, r) {
+				continue
+			}
+			if credits == 0 {
+				rv := s.raylets[r]
+				rv.frontier = append(rv.frontier, entry{j: j, i: p})
+				break
+			}
+			out = s.dispatch(j, u, r, out)
+			credits--
+			st = append(st, u)
+		}
+	}
+	s.ahead = st[:0]
+	return credits, out
+}
+
+// maxPipelineWait is the most inputs a subtask may still wait for to be
+// dispatched ahead of them (see pipeline).
+const maxPipelineWait = 4
+
+// mayPipeline reports whether subtask u of j may be dispatched to r ahead
+// of its inputs: it waits for some, at most maxPipelineWait, and each is
+// either stored on an alive raylet or running on r; it never failed on r.
+func (s *scheduler) mayPipeline(j *stage, u int32, r Raylet) bool {
+	if j.state[u] != Unscheduled || j.waiting[u] == 0 || j.waiting[u] > maxPipelineWait {
+		return false
+	}
+	for _, p := range j.sg.Preds.Row(u) {
+		if j.state[p] == Running && j.where[p] == r {
+			continue
+		}
+		if !s.available(j, p) {
+			return false
+		}
+	}
+	return !slices.Contains(j.failedOn[u], r)
+}
+
+// pipelineFrontier goes on with the pipelines a pull's credits cut short
+// on r (see pipeline). A frontier subtask that is no longer running on r
+// has nothing left to pipeline there: its readers became READY when it
+// finished, or wait for it elsewhere.
+func (s *scheduler) pipelineFrontier(r Raylet, credits int, out []wire.SubtaskSpec) (int, []wire.SubtaskSpec) {
+	rv := s.raylets[r]
+	k := 0
+	for ; k < len(rv.frontier) && credits > 0; k++ {
+		e := rv.frontier[k]
+		if e.j.state[e.i] == Running && e.j.where[e.i] == r {
+			credits, out = s.pipeline(e.j, e.i, r, credits, out)
+		}
+	}
+	n := copy(rv.frontier, rv.frontier[k:]) // pipeline may have added to it
+	clear(rv.frontier[n:])
+	rv.frontier = rv.frontier[:n]
+	return credits, out
+}
+
+// pruneFrontier drops the entries of r's frontier that no longer run on
+// r, so that a finished subtask's stage is not kept alive by it.
+func (s *scheduler) pruneFrontier(r Raylet) {
+	rv := s.raylets[r]
+	f := rv.frontier[:0]
+	for _, e := range rv.frontier {
+		if e.j.state[e.i] == Running && e.j.where[e.i] == r {
+			f = append(f, e)
+		}
+	}
+	clear(rv.frontier[len(f):])
+	rv.frontier = f
 }
 
 // resetBuffers lets the next specs reuse the memory of earlier ones.
@@ -665,14 +778,20 @@ func (s *scheduler) spec(j *stage, i int32) wire.SubtaskSpec {
 				}
 				size := int64(0)
 				l0 := len(s.locBuf)
+				pending := false
 				if pj != nil {
 					size = pj.size[pc]
+					if pending = pj.state[pi] != Finished; pending {
+						// Dispatched ahead of it (see pipeline): made on this
+						// raylet, its size known from its shape alone.
+						size = pj.sg.Chunks.Meta(pc).Bytes()
+					}
 					if part > 0 {
 						size /= int64(max(1, len(pj.sg.Succs.Row(pi)))) // one reducer's share
 					}
 					s.locBuf = s.appendLocations(s.locBuf, pj, pi)
 				}
-				s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Part: part, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
+				s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Part: part, Pending: pending, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
 				k = len(s.inBuf) - 1 - in0
 			}
 			s.refBuf = append(s.refBuf, wire.ExternalInput(k))
@@ -795,9 +914,12 @@ func (s *scheduler) Complete(r Raylet, c *wire.Completion) *schedEffects {
 	s.stopped(j, i, r)
 	if c.Failed() {
 		s.failed(j, i, r, c)
-		return fx
+	} else {
+		s.markFinished(j, i, r, c.Sizes)
 	}
-	s.markFinished(j, i, r, c.Sizes)
+	if len(s.raylets[r].frontier) > 0 {
+		s.pruneFrontier(r)
+	}
 	return fx
 }
 
@@ -870,6 +992,7 @@ func (s *scheduler) failed(j *stage, i int32, r Raylet, c *wire.Completion) {
 		}
 	}
 	j.attempts[i]++
+	s.withdraw(j, i)
 	if c.Kind == dag.KindUnavailable && j.waiting[i] > 0 && j.excused[i] < maxExcused && j.status == dag.JobRunning {
 		// An input was lost while the attempt ran (its raylet died) and is
 		// being rebuilt: the attempt could not have worked, so it does not
@@ -894,6 +1017,41 @@ func (s *scheduler) failed(j *stage, i int32, r Raylet, c *wire.Completion) {
 	if j.status == dag.JobRunning {
 		s.cancelAll(j, dag.JobFailed, s.failure(j, i, r, c, again))
 	}
+}
+
+// withdraw takes back the readers of i dispatched ahead of it (see
+// pipeline), now that i failed: they wait for i again, and so do, in
+// turn, readers dispatched ahead of them. Their raylet drops them itself
+// when it sees i fail, reporting them cancelled; a Cancel covers the
+// case where it has not (a reply lost with its raylet's session). The
+// attempt they had is given up (a report of it is stale) without counting
+// against their retries.
+func (s *scheduler) withdraw(j *stage, i int32) {
+	st := append(s.ahead[:0], i)
+	for len(st) > 0 {
+		p := st[len(st)-1]
+		st = st[:len(st)-1]
+		for _, u := range j.sg.Succs.Row(p) {
+			if j.state[u] != Running || j.waiting[u] == 0 {
+				continue
+			}
+			r := j.where[u]
+			s.stopped(j, u, r)
+			s.tell(r)
+			s.fx.Cancel[r] = append(s.fx.Cancel[r], j.sg.ID(u))
+			j.state[u] = Unscheduled
+			j.where[u] = NoRaylet
+			if j.excused[u] < maxExcused {
+				if j.excused == nil {
+					j.excused = make(map[int32]uint8)
+				}
+				j.attempts[u]++
+				j.excused[u]++
+			}
+			st = append(st, u)
+		}
+	}
+	s.ahead = st[:0]
 }
 
 // mayPass reports whether another attempt may get past a failure of
@@ -1125,6 +1283,8 @@ func (s *scheduler) LoseRaylet(r Raylet) *schedEffects {
 	rv.alive = false
 	rv.running = 0
 	rv.queue = rv.queue[:0]
+	clear(rv.frontier)
+	rv.frontier = rv.frontier[:0]
 	s.touch(r)
 	for id, p := range s.puts {
 		p.copies = remove(p.copies, r)

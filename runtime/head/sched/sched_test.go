@@ -67,6 +67,7 @@ func TestRunToCompletionFreesIntermediates(t *testing.T) {
 
 func TestInitialAssignmentIsRespected(t *testing.T) {
 	h := newTestHarness(t, 2)
+	h.l.s.NoPipeline = true // only what is READY: nothing dispatched ahead of its inputs
 	p := h.addJob(1, seed(40, 5), 0)
 	index, _ := h.l.s.AliveSlots()
 	assigned := map[string]int{}
@@ -108,6 +109,7 @@ func TestIdleRayletSteals(t *testing.T) {
 
 func TestPullOrderDeepestFirst(t *testing.T) {
 	h := newTestHarness(t, 1)
+	h.l.s.NoPipeline = true // the ADD+SUM would go ahead of its inputs, with them
 	p := h.addJob(1, seed(40, 5), 0)
 	// Run two sources that feed one ADD+SUM; the ADD+SUM (deeper) must come
 	// before the remaining sources.

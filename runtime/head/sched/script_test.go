@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phobos-project/phobos/bindings/bench"
 	"github.com/phobos-project/phobos/bindings/tensor"
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/runtime/wire"
@@ -30,7 +31,8 @@ var update = flag.Bool("update", false, "rewrite the golden scripts in testdata 
 //	config KEY=VALUE...          before anything else: retries, raylet-timeout,
 //	                             heartbeat, result-ttl, cancel-grace, put-grace,
 //	                             max-lowerings, job-budget, admit-budget, admit-queue,
-//	                             job-retention, job-retention-count, raylet-purge
+//	                             job-retention, job-retention-count, raylet-purge,
+//	                             pipeline=on (off unless said)
 //	records                      the Leader gets Raft's records (new leaders wait for them)
 //	failover [HEAD]              a new Leader (on head HEAD) over the same Raft; every
 //	                             session is gone, raylets keep their stores
@@ -41,7 +43,8 @@ var update = flag.Bool("update", false, "rewrite the golden scripts in testdata 
 //	job TASK GRAPH [as=CLIENT] [retries=N] [ttl=D]
 //	                             submit; GRAPH is "ones N CHUNK" ((ones+ones).sum()),
 //	                             "unique N CHUNK" (unique().sum(): two stages) or
-//	                             "fromput PUTTASK IDX N" (the sum of a put object)
+//	                             "fromput PUTTASK IDX N" (the sum of a put object) or
+//	                             "chain N" (N subtasks, each reading the one before)
 //	pull NAME CREDITS [wait=D]   NAME asks for work
 //	ok NAME I...|all             NAME reports running subtasks done (one batch); I is a
 //	                             subtask's index in its stage, of any job, or TASK.I
@@ -90,7 +93,11 @@ func TestScripts(t *testing.T) {
 func runScript(t *testing.T, cmds []string) string {
 	var out strings.Builder
 	var h *harness
-	cfg := Config{Head: "h1"}
+	// Scripts run without pipelining unless they ask for it (config
+	// pipeline=on): most were written to show one thing each (placement,
+	// stealing, lineage), and a subtask dispatched ahead of its inputs
+	// would change every pull they show.
+	cfg := Config{Head: "h1", NoPipeline: true}
 	for _, c := range cmds {
 		out.WriteString(c + "\n")
 		f := strings.Fields(c)
@@ -135,6 +142,8 @@ func setConfig(t *testing.T, cfg *Config, kv string) {
 		return x
 	}
 	switch k {
+	case "pipeline":
+		cfg.NoPipeline = v != "on"
 	case "retries":
 		cfg.Retries = int(n())
 	case "raylet-timeout":
@@ -239,7 +248,12 @@ func (h *harness) do(f []string) {
 	case "job":
 		task := dag.TaskID(h.num(f[1]))
 		var t *tensor.Tensor
+		var g *dag.TileableGraph
+		o := wire.JobOptions{}
 		switch f[2] {
+		case "chain":
+			g, _ = bench.Chain(h.num(f[3])).TileableGraph()
+			o.Fusion = "none"
 		case "ones":
 			n, chunk := h.num(f[3]), h.num(f[4])
 			t = tensor.Ones([]int64{n}, tensor.Chunks(chunk)).Add(tensor.Ones([]int64{n}, tensor.Chunks(chunk))).Sum()
@@ -252,11 +266,12 @@ func (h *harness) do(f []string) {
 		default:
 			h.t.Fatalf("unknown graph %q", f[2])
 		}
-		g, err := tensor.Graph(t)
-		if err != nil {
-			h.t.Fatal(err)
+		if g == nil {
+			var err error
+			if g, err = tensor.Graph(t); err != nil {
+				h.t.Fatal(err)
+			}
 		}
-		o := wire.JobOptions{}
 		if v, ok := kv["retries"]; ok {
 			o.Retries = int(h.num(v))
 		}

@@ -1,6 +1,10 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/phobos-project/phobos/dag"
+)
 
 // check returns the first broken invariant, or nil. It runs after every
 // event in the invariants build and in this package's tests, so it
@@ -48,14 +52,26 @@ func (m *Machine[T, C]) check() error {
 	switch {
 	case running != m.running:
 		return fmt.Errorf("raylet core: %d slots run subtasks; counted %d", running, m.running)
-	case m.inflight != m.queue.len()+m.running:
-		return fmt.Errorf("raylet core: %d in flight, but %d queued and %d running", m.inflight, m.queue.len(), m.running)
+	case m.inflight != len(m.waiting)+m.queue.len()+m.running:
+		return fmt.Errorf("raylet core: %d in flight, but %d waiting, %d queued and %d running", m.inflight, len(m.waiting), m.queue.len(), m.running)
 	case reserved != m.reserved:
 		return fmt.Errorf("raylet core: running and abandoned kernels need %d bytes; reserved %d", reserved, m.reserved)
 	case !m.pulling && m.inPull != nil, !m.reporting && m.inReport != nil:
 		return fmt.Errorf("raylet core: completions held for a send that is not out")
 	case m.pulling && !m.pullAt.IsZero(), m.reporting && !m.reportAt.IsZero():
 		return fmt.Errorf("raylet core: a send is out and waiting to go at once")
+	}
+
+	// A waiting subtask waits for something still here; nothing is both
+	// waiting and queued or running.
+	for i := range m.waiting {
+		t := &m.waiting[i]
+		if !m.stillWaits(t, dag.SubtaskID{}) {
+			return fmt.Errorf("raylet core: subtask %s waits for none of %v", t.ID, t.After)
+		}
+		if m.queue.find(t.ID) >= 0 || m.runningSlot(t.ID) >= 0 {
+			return fmt.Errorf("raylet core: subtask %s is both waiting and queued or running", t.ID)
+		}
 	}
 
 	// Nothing is left waiting that could go now.

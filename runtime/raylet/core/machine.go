@@ -24,7 +24,12 @@ type Subtask[T any] struct {
 	// WorkingSet is the store space the subtask needs while it runs (its
 	// pinned inputs and its outputs), for memory admission.
 	WorkingSet int64
-	Spec       T
+	// After lists subtasks pulled to this raylet whose outputs this one
+	// reads and that had not stored them when it was pulled: the head
+	// dispatched it ahead of them. It waits until they finish, and is
+	// dropped (reason InputFailed) if one of them fails or is dropped.
+	After []dag.SubtaskID
+	Spec  T
 }
 
 // Config configures a Machine. Every field is required.
@@ -51,6 +56,9 @@ const (
 	Dropped Reason = iota + 1
 	// Abandoned: its kernel ignored its interrupt for the cancel grace.
 	Abandoned
+	// InputFailed: dropped before it started, because a subtask it was
+	// to read from here (Subtask.After) failed or was dropped.
+	InputFailed
 )
 
 // Kind is what an Effect asks the raylet to do.
@@ -143,12 +151,14 @@ const (
 type Machine[T, C any] struct {
 	cfg       Config
 	cancelled func(Subtask[T], Reason) C
+	failed    func(C) bool
 
 	queue    queue[T]       // pulled, not started, best first
+	waiting  []Subtask[T]   // pulled, waiting for subtasks in After to finish, in pull order
 	slots    []slotState[T] // by Slot
 	stuck    []stuckRun[T]  // abandoned kernels still running
 	lastRun  Run
-	inflight int           // queued plus running: what the window counts
+	inflight int           // waiting, queued and running: what the window counts
 	running  int           // slots running a subtask
 	reserved int64         // working sets of running and abandoned kernels
 	avgRun   time.Duration // moving average of run times
@@ -194,9 +204,10 @@ type stuckRun[T any] struct {
 }
 
 // New returns an idle machine. cancelled makes the completion of an
-// attempt the machine ends itself (a pure function of its arguments). The
-// first event, whatever it is, yields the first pull; usually it is Room.
-func New[T, C any](cfg Config, cancelled func(t Subtask[T], why Reason) C) (*Machine[T, C], error) {
+// attempt the machine ends itself, and failed says whether a completion
+// reports a failure (pure functions of their arguments). The first event,
+// whatever it is, yields the first pull; usually it is Room.
+func New[T, C any](cfg Config, cancelled func(t Subtask[T], why Reason) C, failed func(C) bool) (*Machine[T, C], error) {
 	switch {
 	case cfg.Slots <= 0:
 		return nil, dag.Errorf(dag.KindInvalidArgument, "raylet core: %d slots; want at least 1", cfg.Slots)
@@ -208,8 +219,10 @@ func New[T, C any](cfg Config, cancelled func(t Subtask[T], why Reason) C) (*Mac
 		return nil, dag.Errorf(dag.KindInvalidArgument, "raylet core: store room %d bytes; want a positive size", cfg.Room)
 	case cancelled == nil:
 		return nil, dag.Errorf(dag.KindInvalidArgument, "raylet core: no function to make cancelled completions")
+	case failed == nil:
+		return nil, dag.Errorf(dag.KindInvalidArgument, "raylet core: no function to tell failed completions")
 	}
-	return &Machine[T, C]{cfg: cfg, cancelled: cancelled, slots: make([]slotState[T], cfg.Slots)}, nil
+	return &Machine[T, C]{cfg: cfg, cancelled: cancelled, failed: failed, slots: make([]slotState[T], cfg.Slots)}, nil
 }
 
 // Window is how many subtasks the raylet keeps pulled (running plus
@@ -245,6 +258,10 @@ func (m *Machine[T, C]) Inflight() int { return m.inflight }
 // Queued is how many pulled subtasks wait for a slot.
 func (m *Machine[T, C]) Queued() int { return m.queue.len() }
 
+// Waiting is how many pulled subtasks wait for subtasks of this raylet
+// they read (Subtask.After).
+func (m *Machine[T, C]) Waiting() int { return len(m.waiting) }
+
 // Reserved is the store space the running and abandoned kernels need.
 func (m *Machine[T, C]) Reserved() int64 { return m.reserved }
 
@@ -273,10 +290,10 @@ func (m *Machine[T, C]) Pulled(tasks []Subtask[T], more bool, now time.Time) []E
 	} else {
 		m.misuse("pulled with no pull out")
 	}
-	for i := range tasks {
-		m.queue.push(tasks[i])
-	}
 	m.inflight += len(tasks)
+	for i := range tasks {
+		m.arrive(tasks[i])
+	}
 	return m.settle()
 }
 
@@ -349,7 +366,9 @@ func (m *Machine[T, C]) Finished(slot Slot, run Run, c C, took time.Duration, no
 		m.reserved -= s.task.WorkingSet
 		m.avgRun = average(m.avgRun, took)
 		m.report(c)
+		id := s.task.ID
 		*s = slotState[T]{}
+		m.ended(id, !m.failed(c))
 	} else if i := m.stuckIndex(run); i >= 0 {
 		st := m.stuck[i]
 		m.reserved -= st.task.WorkingSet
@@ -377,10 +396,11 @@ func (m *Machine[T, C]) Cancel(ids []dag.SubtaskID, now time.Time) []Effect[T, C
 			continue
 		}
 		if i := m.queue.find(id); i >= 0 {
-			t := m.queue.remove(i)
-			m.inflight--
-			m.report(m.cancelled(t, Dropped))
-			m.emit(Effect[T, C]{Kind: Drop, Task: t})
+			m.drop(m.queue.remove(i), Dropped)
+		} else if i := m.waitingIndex(id); i >= 0 {
+			t := m.waiting[i]
+			m.waiting = deleteAt(m.waiting, i)
+			m.drop(t, Dropped)
 		}
 	}
 	return m.settle()
@@ -409,7 +429,9 @@ func (m *Machine[T, C]) Tick(now time.Time) []Effect[T, C] {
 		m.inflight--
 		m.report(m.cancelled(s.task, Abandoned))
 		m.emit(Effect[T, C]{Kind: Replace, Slot: Slot(k), Run: s.run, Task: s.task})
+		id := s.task.ID
 		*s = slotState[T]{}
+		m.ended(id, false)
 	}
 	return m.settle()
 }
@@ -423,6 +445,98 @@ func (m *Machine[T, C]) Room(bytes int64, now time.Time) []Effect[T, C] {
 		m.misuse("room not positive")
 	}
 	return m.settle()
+}
+
+// arrive takes a pulled subtask in: queued, or waiting while a subtask it
+// reads from here has yet to finish. One that reads from a subtask this
+// machine no longer has, and whose output the raylet did not find stored
+// (it leaves such a subtask out of After), reads from one that failed or
+// was dropped: it is dropped too.
+func (m *Machine[T, C]) arrive(t Subtask[T]) {
+	for _, p := range t.After {
+		if !m.has(p) {
+			m.drop(t, InputFailed)
+			return
+		}
+	}
+	if len(t.After) > 0 {
+		m.waiting = append(m.waiting, t)
+		return
+	}
+	m.queue.push(t)
+}
+
+// has reports whether subtask id is queued, waiting or running here. The
+// newest are looked at first: a subtask pulled ahead of its input usually
+// came right after it.
+func (m *Machine[T, C]) has(id dag.SubtaskID) bool {
+	return m.waitingIndex(id) >= 0 || m.queue.findLast(id) >= 0 || m.runningSlot(id) >= 0
+}
+
+func (m *Machine[T, C]) waitingIndex(id dag.SubtaskID) int {
+	for i := len(m.waiting) - 1; i >= 0; i-- {
+		if m.waiting[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// ended goes on from subtask id's end: if it stored its outputs, a
+// waiting subtask that waited for it alone is queued; if not, those
+// reading from it are dropped, and in turn those reading from them.
+func (m *Machine[T, C]) ended(id dag.SubtaskID, ok bool) {
+	if len(m.waiting) == 0 {
+		return
+	}
+	if ok {
+		for i := 0; i < len(m.waiting); {
+			t := &m.waiting[i]
+			if !t.waitsFor(id) || m.stillWaits(t, id) {
+				i++
+				continue
+			}
+			m.queue.push(*t)
+			m.waiting = deleteAt(m.waiting, i)
+		}
+		return
+	}
+	for i := 0; i < len(m.waiting); i++ {
+		if t := m.waiting[i]; t.waitsFor(id) {
+			m.waiting = deleteAt(m.waiting, i)
+			m.drop(t, InputFailed) // and what reads from t
+			i = -1                 // the list changed under us: look again from the start
+		}
+	}
+}
+
+// stillWaits reports whether t waits for a subtask other than done that
+// is still here.
+func (m *Machine[T, C]) stillWaits(t *Subtask[T], done dag.SubtaskID) bool {
+	for _, p := range t.After {
+		if p != done && m.has(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Subtask[T]) waitsFor(id dag.SubtaskID) bool {
+	for _, p := range t.After {
+		if p == id {
+			return true
+		}
+	}
+	return false
+}
+
+// drop ends t before it started, reporting it cancelled for why, and
+// drops what waits to read from it.
+func (m *Machine[T, C]) drop(t Subtask[T], why Reason) {
+	m.inflight--
+	m.report(m.cancelled(t, why))
+	m.emit(Effect[T, C]{Kind: Drop, Task: t})
+	m.ended(t.ID, false)
 }
 
 // begin readies the effect list for an event at now. Events may bring
@@ -718,6 +832,16 @@ func (q *queue[T]) compact() {
 	n := copy(q.s, q.s[q.head:])
 	clear(q.s[n:])
 	q.s, q.head = q.s[:n], 0
+}
+
+// findLast is find, looking from the back.
+func (q *queue[T]) findLast(id dag.SubtaskID) int {
+	for i := len(q.s) - 1; i >= q.head; i-- {
+		if q.s[i].ID == id {
+			return i - q.head
+		}
+	}
+	return -1
 }
 
 func (q *queue[T]) find(id dag.SubtaskID) int {

@@ -16,7 +16,7 @@ var t0 = time.Unix(1_000_000, 0)
 func TestNewRefusesBadConfigs(t *testing.T) {
 	good := Config{Slots: 2, Prefetch: 2, CancelGrace: time.Second, Room: 1 << 20}
 	mk := func(t Subtask[int], why Reason) int { return 0 }
-	if _, err := New(good, mk); err != nil {
+	if _, err := New(good, mk, intFailed); err != nil {
 		t.Fatalf("good config refused: %v", err)
 	}
 	for _, c := range []struct {
@@ -31,12 +31,15 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 	} {
 		cfg := good
 		c.edit(&cfg)
-		_, err := New(cfg, mk)
+		_, err := New(cfg, mk, intFailed)
 		if err == nil || !strings.Contains(err.Error(), c.want) || dag.KindOf(err) != dag.KindInvalidArgument {
 			t.Errorf("%s: got %v, want an invalid-argument error containing %q", c.what, err, c.want)
 		}
 	}
-	if _, err := New[int, int](good, nil); err == nil {
+	if _, err := New[int, int](good, mk, nil); err == nil {
+		t.Error("no failed function: accepted")
+	}
+	if _, err := New[int, int](good, nil, intFailed); err == nil {
 		t.Error("no cancelled function: accepted")
 	}
 }
@@ -60,7 +63,7 @@ func TestWindow(t *testing.T) {
 		{32, 2000, time.Microsecond, 2032},
 	} {
 		m, err := New(Config{Slots: c.slots, Prefetch: c.prefetch, CancelGrace: time.Second, Room: 1},
-			func(Subtask[int], Reason) int { return 0 })
+			func(Subtask[int], Reason) int { return 0 }, intFailed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +79,7 @@ func TestWindow(t *testing.T) {
 func TestCheckFindsBrokenStates(t *testing.T) {
 	busy := func() *Machine[int, int] {
 		m, err := New(Config{Slots: 2, Prefetch: 1, CancelGrace: time.Second, Room: 100},
-			func(Subtask[int], Reason) int { return -1 })
+			func(Subtask[int], Reason) int { return -1 }, intFailed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +141,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		t.Skip("the invariants build checks after every event")
 	}
 	m, err := New(Config{Slots: 4, Prefetch: 2, CancelGrace: time.Second, Room: 1 << 30},
-		func(Subtask[int], Reason) int { return -1 })
+		func(Subtask[int], Reason) int { return -1 }, intFailed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +253,8 @@ func randomRun(t *testing.T, seed uint64, events int, seen map[Kind]int) {
 	slots := 1 + rnd.IntN(4)
 	room := int64(64 + rnd.IntN(256))
 	m, err := New(Config{Slots: slots, Prefetch: rnd.IntN(3), CancelGrace: 2 * time.Second, Room: room},
-		func(t Subtask[int], why Reason) randomDone { return randomDone{t.Spec, why} })
+		func(t Subtask[int], why Reason) randomDone { return randomDone{t.Spec, why} },
+		func(d randomDone) bool { return d.why != 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +448,7 @@ func (s *randomSim) apply(event string, effs []Effect[int, randomDone]) {
 // slots on one subtask (they would write the same objects).
 func TestSubtaskRunningIsNotStartedAgain(t *testing.T) {
 	m, err := New(Config{Slots: 2, Prefetch: 2, CancelGrace: time.Second, Room: 1 << 30},
-		func(Subtask[int], Reason) int { return -1 })
+		func(Subtask[int], Reason) int { return -1 }, intFailed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,3 +486,6 @@ func TestSubtaskRunningIsNotStartedAgain(t *testing.T) {
 		t.Fatalf("after the first run ended: starts %+v, want the second copy", after)
 	}
 }
+
+// intFailed takes a negative int completion for a failure.
+func intFailed(c int) bool { return c < 0 }

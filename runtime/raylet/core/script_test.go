@@ -29,12 +29,16 @@ var update = flag.Bool("update", false, "rewrite the golden scripts in testdata 
 //
 //	config slots=N prefetch=N grace=DUR room=SIZE   a new machine (first line)
 //	room SIZE                      the store's room changed
-//	pulled [NAME:SIZE...] [more]   the pull's reply: subtasks and working sets;
+//	pulled [NAME:SIZE[@A+B]...] [more]
+//	                               the pull's reply: subtasks and working sets,
+//	                               and the subtasks each waits for (After);
 //	                               more: the head has more queued for us
 //	pull-failed AT                 the pull did not reach the head at AT
 //	reported | report-failed AT    the answer to a report
 //	registered                     registered with a new leader
-//	finished SLOT [took=DUR]       the slot's current run ended (took 1s)
+//	finished SLOT [took=DUR] [failed]
+//	                               the slot's current run ended (took 1s);
+//	                               failed: its completion is NAME:failed
 //	finished run=N [took=DUR]      run N ended (an abandoned one)
 //	cancel NAME...                 the head cancels subtasks
 //	tick AT                        the timer fired at AT
@@ -103,8 +107,8 @@ func (s *script) do(line string) {
 		cfg := Config{Slots: s.int(opts["slots"]), Prefetch: s.int(opts["prefetch"]),
 			CancelGrace: s.dur(opts["grace"]), Room: s.size(opts["room"])}
 		m, err := New(cfg, func(t Subtask[string], why Reason) string {
-			return t.Spec + map[Reason]string{Dropped: ":dropped", Abandoned: ":abandoned"}[why]
-		})
+			return t.Spec + map[Reason]string{Dropped: ":dropped", Abandoned: ":abandoned", InputFailed: ":inputfailed"}[why]
+		}, func(c string) bool { return strings.Contains(c, ":") })
 		if err != nil {
 			s.t.Fatal(err)
 		}
@@ -123,10 +127,14 @@ func (s *script) do(line string) {
 				continue
 			}
 			name, size, _ := strings.Cut(a, ":")
-			if _, ok := s.ids[name]; !ok {
-				s.ids[name] = dag.PackSubtaskID(1, 1, uint64(len(s.ids)+1))
+			size, after, _ := strings.Cut(size, "@")
+			var ids []dag.SubtaskID
+			if after != "" {
+				for _, p := range strings.Split(after, "+") {
+					ids = append(ids, s.id(p))
+				}
 			}
-			tasks = append(tasks, Subtask[string]{ID: s.ids[name], WorkingSet: s.size(size), Spec: name})
+			tasks = append(tasks, Subtask[string]{ID: s.id(name), WorkingSet: s.size(size), After: ids, Spec: name})
 		}
 		answer(Pull)
 		effs = s.m.Pulled(tasks, more, s.now)
@@ -157,7 +165,11 @@ func (s *script) do(line string) {
 		if sl.run == 0 {
 			s.t.Fatalf("%q: slot %d is idle", line, k)
 		}
-		effs = s.m.Finished(k, sl.run, sl.task.Spec, took, s.now)
+		c := sl.task.Spec
+		if len(args) > 1 && args[1] == "failed" {
+			c += ":failed"
+		}
+		effs = s.m.Finished(k, sl.run, c, took, s.now)
 	case "cancel":
 		var ids []dag.SubtaskID
 		for _, a := range args {
@@ -169,8 +181,8 @@ func (s *script) do(line string) {
 		effs = s.m.Tick(s.now)
 	case "state":
 		m := s.m
-		s.emit("running=%d queued=%d inflight=%d reserved=%s window=%d pending=[%s] abandoned=%d avg=%v",
-			m.Running(), m.Queued(), m.Inflight(), sizeString(m.Reserved()), m.Window(),
+		s.emit("running=%d queued=%d waiting=%d inflight=%d reserved=%s window=%d pending=[%s] abandoned=%d avg=%v",
+			m.Running(), m.Queued(), m.Waiting(), m.Inflight(), sizeString(m.Reserved()), m.Window(),
 			strings.Join(m.pending, " "), m.Abandoned(), m.avgRun)
 		return
 	default:
@@ -185,6 +197,14 @@ func (s *script) do(line string) {
 	if err := s.m.check(); err != nil {
 		s.t.Fatalf("after %q: %v", line, err)
 	}
+}
+
+// id names subtask name, giving it an ID the first time.
+func (s *script) id(name string) dag.SubtaskID {
+	if _, ok := s.ids[name]; !ok {
+		s.ids[name] = dag.PackSubtaskID(1, 1, uint64(len(s.ids)+1))
+	}
+	return s.ids[name]
 }
 
 func (s *script) effect(e Effect[string, string]) string {
