@@ -124,3 +124,45 @@ func TestCompletionsResetLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("decoded into a reset complete: %+v", got)
 	}
 }
+
+// Reset empties only the specs up to the reply's length: those past it
+// must have been emptied by an earlier Reset. A big reply, a small one,
+// then one as long as the big one whose later specs omit what the big
+// one's had: each decodes as a fresh reply would.
+func TestPullReplyResetAcrossSizes(t *testing.T) {
+	spec := func(task dag.TaskID, full bool) SubtaskSpec {
+		s := SubtaskSpec{ID: dag.PackSubtaskID(task, 1, 1), Ops: []OpSpec{{Op: 1}}, Outputs: []int32{0}}
+		if full {
+			s.Attempt, s.OutputBytes = 2, 64
+			s.Ops[0].Args, s.Ops[0].Shape = []byte{7}, []int64{8}
+			s.Inputs = []InputSpec{{Object: dag.NewObjectID(dag.PackSubtaskID(task, 1, 9), 0), Size: 8, Locations: []string{"a:1"}, Pending: true}}
+		}
+		return s
+	}
+	replies := []PullReply{
+		{Subtasks: []SubtaskSpec{spec(1, true), spec(2, true), spec(3, true)}, More: true},
+		{Subtasks: []SubtaskSpec{spec(4, false)}},
+		{},
+		{Subtasks: []SubtaskSpec{spec(5, false), spec(6, false), spec(7, false)}},
+	}
+	var r PullReply
+	for k, rep := range replies {
+		b, err := codec.Marshal(&rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Reset()
+		if err := codec.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		var fresh PullReply
+		if err := codec.Unmarshal(b, &fresh); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := codec.Marshal(&r)
+		want, _ := codec.Marshal(&fresh)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("reply %d decoded into reused memory:\n %+v\nfresh:\n %+v", k, r, fresh)
+		}
+	}
+}

@@ -126,10 +126,15 @@ type PullReply struct {
 // spec, op and input keeps its slices' capacity, so decoding a reply no
 // larger than earlier ones allocates nothing but strings and byte strings.
 // Fields a reply omits stay zero.
+//
+// Only the specs up to the reply's length are emptied: those past it were
+// emptied by an earlier Reset, since a decode sets a slice's length before
+// it fills its elements from the front (a reply of a few subtasks into
+// memory that once held a thousand must not cost a thousand resets: a
+// raylet pulling a chain ahead resets a batch for every small reply).
 func (r *PullReply) Reset() {
-	specs := r.Subtasks[:cap(r.Subtasks)]
-	for i := range specs {
-		specs[i].reset()
+	for i := range r.Subtasks {
+		r.Subtasks[i].reset()
 	}
 	r.Subtasks = r.Subtasks[:0]
 	r.Free = r.Free[:0]
@@ -329,6 +334,10 @@ type JobOptions struct {
 	ResultTTL time.Duration `cbor:"2,keyasint,omitempty"` // results are freed this long after the job ends unless released; 0 = default
 	Fusion    string        `cbor:"3,keyasint,omitempty"` // "chain" (default) or "none"
 	Name      string        `cbor:"4,keyasint,omitempty"`
+	// NoPipeline keeps every subtask of the job at the head until its
+	// inputs are stored (see head.Config.NoPipeline, which does so for
+	// every job).
+	NoPipeline bool `cbor:"5,keyasint,omitempty"`
 }
 
 // SubmitJob submits a tileable graph. RequestID makes a retried submission
