@@ -52,8 +52,8 @@ func (m *Machine[T, C]) check() error {
 	switch {
 	case running != m.running:
 		return fmt.Errorf("raylet core: %d slots run subtasks; counted %d", running, m.running)
-	case m.inflight != len(m.waiting)+m.queue.len()+m.running:
-		return fmt.Errorf("raylet core: %d in flight, but %d waiting, %d queued and %d running", m.inflight, len(m.waiting), m.queue.len(), m.running)
+	case m.inflight != m.waiting.live+m.queue.len()+m.running:
+		return fmt.Errorf("raylet core: %d in flight, but %d waiting, %d queued and %d running", m.inflight, m.waiting.live, m.queue.len(), m.running)
 	case reserved != m.reserved:
 		return fmt.Errorf("raylet core: running and abandoned kernels need %d bytes; reserved %d", reserved, m.reserved)
 	case !m.pulling && m.inPull != nil, !m.reporting && m.inReport != nil:
@@ -62,16 +62,8 @@ func (m *Machine[T, C]) check() error {
 		return fmt.Errorf("raylet core: a send is out and waiting to go at once")
 	}
 
-	// A waiting subtask waits for something still here; nothing is both
-	// waiting and queued or running.
-	for i := range m.waiting {
-		t := &m.waiting[i]
-		if !m.stillWaits(t, dag.SubtaskID{}) {
-			return fmt.Errorf("raylet core: subtask %s waits for none of %v", t.ID, t.After)
-		}
-		if m.queue.find(t.ID) >= 0 || m.runningSlot(t.ID) >= 0 {
-			return fmt.Errorf("raylet core: subtask %s is both waiting and queued or running", t.ID)
-		}
+	if err := m.checkWaiting(); err != nil {
+		return err
 	}
 
 	// Nothing is left waiting that could go now.
@@ -84,7 +76,8 @@ func (m *Machine[T, C]) check() error {
 	}
 	if len(m.pending) > 0 && !m.reporting && m.reportAt.IsZero() {
 		// They wait for the answer to the pull out, or for a pull to go.
-		if m.pulling && (!m.headBusy || !m.now.Before(m.pullSent.Add(maxHold))) || !m.pulling && m.inflight >= w {
+		held := m.headBusy && m.now.Before(m.pullSent.Add(maxHold)) || m.pipelining()
+		if m.pulling && !held || !m.pulling && m.inflight >= w {
 			return fmt.Errorf("raylet core: %d completions wait, and no pull or report will take them", len(m.pending))
 		}
 	}
@@ -93,6 +86,54 @@ func (m *Machine[T, C]) check() error {
 	}
 	if next := m.nextTick(); !next.Equal(m.timer) {
 		return fmt.Errorf("raylet core: the next tick is due at %v; the timer asked for is %v", next, m.timer)
+	}
+	return nil
+}
+
+// checkWaiting checks the wait list: its holes and counts, and that each
+// waiting subtask waits for exactly the subtasks of its After still here
+// (so for at least one), and is neither queued nor running. It is
+// O(waiting × (After + queue + slots)), and allocates.
+func (m *Machine[T, C]) checkWaiting() error {
+	l := &m.waiting
+	if l.first < 0 || l.first > len(l.s) || l.first < len(l.s) && l.s[l.first].pend == 0 {
+		return fmt.Errorf("raylet core: the wait list starts at %d of %d, at a hole", l.first, len(l.s))
+	}
+	live := 0
+	readers := map[dag.SubtaskID]int32{}
+	for i := range l.s {
+		w := &l.s[i]
+		if w.pend == 0 {
+			continue
+		}
+		if i < l.first {
+			return fmt.Errorf("raylet core: waiting subtask %s before the wait list's start", w.t.ID)
+		}
+		live++
+		var want uint64
+		for k, p := range w.t.After {
+			if !containsID(w.t.After[:k], p) && m.has(p) {
+				want |= 1 << k
+				readers[p]++
+			}
+		}
+		if want == 0 || want != w.pend {
+			return fmt.Errorf("raylet core: subtask %s waits for %b of %v; %b of them are here", w.t.ID, w.pend, w.t.After, want)
+		}
+		if m.queue.find(w.t.ID) >= 0 || m.runningSlot(w.t.ID) >= 0 {
+			return fmt.Errorf("raylet core: subtask %s is both waiting and queued or running", w.t.ID)
+		}
+	}
+	if live != l.live {
+		return fmt.Errorf("raylet core: %d subtasks wait; counted %d", live, l.live)
+	}
+	if len(readers) != len(l.readers) {
+		return fmt.Errorf("raylet core: the wait list counts readers of %d subtasks; %d are read", len(l.readers), len(readers))
+	}
+	for p, n := range readers {
+		if l.readers[p] != n {
+			return fmt.Errorf("raylet core: %d waiting subtasks read %s; counted %d", n, p, l.readers[p])
+		}
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ type Machine[T, C any] struct {
 	failed    func(C) bool
 
 	queue    queue[T]       // pulled, not started, best first
-	waiting  []Subtask[T]   // pulled, waiting for subtasks in After to finish, in pull order
+	waiting  waitList[T]    // pulled, waiting for subtasks in After to finish
 	slots    []slotState[T] // by Slot
 	stuck    []stuckRun[T]  // abandoned kernels still running
 	lastRun  Run
@@ -260,7 +260,7 @@ func (m *Machine[T, C]) Queued() int { return m.queue.len() }
 
 // Waiting is how many pulled subtasks wait for subtasks of this raylet
 // they read (Subtask.After).
-func (m *Machine[T, C]) Waiting() int { return len(m.waiting) }
+func (m *Machine[T, C]) Waiting() int { return m.waiting.live }
 
 // Reserved is the store space the running and abandoned kernels need.
 func (m *Machine[T, C]) Reserved() int64 { return m.reserved }
@@ -397,10 +397,8 @@ func (m *Machine[T, C]) Cancel(ids []dag.SubtaskID, now time.Time) []Effect[T, C
 		}
 		if i := m.queue.find(id); i >= 0 {
 			m.drop(m.queue.remove(i), Dropped)
-		} else if i := m.waitingIndex(id); i >= 0 {
-			t := m.waiting[i]
-			m.waiting = deleteAt(m.waiting, i)
-			m.drop(t, Dropped)
+		} else if i := m.waiting.find(id); i >= 0 {
+			m.drop(m.waiting.remove(i), Dropped)
 		}
 	}
 	return m.settle()
@@ -453,6 +451,11 @@ func (m *Machine[T, C]) Room(bytes int64, now time.Time) []Effect[T, C] {
 // (it leaves such a subtask out of After), reads from one that failed or
 // was dropped: it is dropped too.
 func (m *Machine[T, C]) arrive(t Subtask[T]) {
+	if len(t.After) > maxAfter {
+		m.misuse("a subtask waits for more than 64 others")
+		m.drop(t, InputFailed)
+		return
+	}
 	for _, p := range t.After {
 		if !m.has(p) {
 			m.drop(t, InputFailed)
@@ -460,7 +463,7 @@ func (m *Machine[T, C]) arrive(t Subtask[T]) {
 		}
 	}
 	if len(t.After) > 0 {
-		m.waiting = append(m.waiting, t)
+		m.waiting.add(t)
 		return
 	}
 	m.queue.push(t)
@@ -470,64 +473,41 @@ func (m *Machine[T, C]) arrive(t Subtask[T]) {
 // newest are looked at first: a subtask pulled ahead of its input usually
 // came right after it.
 func (m *Machine[T, C]) has(id dag.SubtaskID) bool {
-	return m.waitingIndex(id) >= 0 || m.queue.findLast(id) >= 0 || m.runningSlot(id) >= 0
-}
-
-func (m *Machine[T, C]) waitingIndex(id dag.SubtaskID) int {
-	for i := len(m.waiting) - 1; i >= 0; i-- {
-		if m.waiting[i].ID == id {
-			return i
-		}
-	}
-	return -1
+	return m.waiting.find(id) >= 0 || m.queue.findLast(id) >= 0 || m.runningSlot(id) >= 0
 }
 
 // ended goes on from subtask id's end: if it stored its outputs, a
 // waiting subtask that waited for it alone is queued; if not, those
 // reading from it are dropped, and in turn those reading from them.
 func (m *Machine[T, C]) ended(id dag.SubtaskID, ok bool) {
-	if len(m.waiting) == 0 {
+	n := m.waiting.readers[id]
+	if n == 0 {
 		return
 	}
-	if ok {
-		for i := 0; i < len(m.waiting); {
-			t := &m.waiting[i]
-			if !t.waitsFor(id) || m.stillWaits(t, id) {
-				i++
-				continue
+	delete(m.waiting.readers, id)
+	for i := m.waiting.first; n > 0 && i < len(m.waiting.s); i++ {
+		w := &m.waiting.s[i]
+		if w.pend == 0 {
+			continue // a hole
+		}
+		found := false
+		for k, p := range w.t.After {
+			if p == id && w.pend&(1<<k) != 0 {
+				w.pend &^= 1 << k
+				found = true
 			}
-			m.queue.push(*t)
-			m.waiting = deleteAt(m.waiting, i)
 		}
-		return
-	}
-	for i := 0; i < len(m.waiting); i++ {
-		if t := m.waiting[i]; t.waitsFor(id) {
-			m.waiting = deleteAt(m.waiting, i)
-			m.drop(t, InputFailed) // and what reads from t
-			i = -1                 // the list changed under us: look again from the start
+		if !found {
+			continue
 		}
-	}
-}
-
-// stillWaits reports whether t waits for a subtask other than done that
-// is still here.
-func (m *Machine[T, C]) stillWaits(t *Subtask[T], done dag.SubtaskID) bool {
-	for _, p := range t.After {
-		if p != done && m.has(p) {
-			return true
+		n--
+		switch {
+		case !ok:
+			m.drop(m.waiting.remove(i), InputFailed) // and what reads from it
+		case w.pend == 0:
+			m.queue.push(m.waiting.remove(i))
 		}
 	}
-	return false
-}
-
-func (t *Subtask[T]) waitsFor(id dag.SubtaskID) bool {
-	for _, p := range t.After {
-		if p == id {
-			return true
-		}
-	}
-	return false
 }
 
 // drop ends t before it started, reporting it cancelled for why, and
@@ -638,17 +618,20 @@ func (m *Machine[T, C]) maybePull() {
 // out they go at once if the head may be holding it until work appears
 // (its last answer did not fill the pull: the head may be waiting for
 // these very completions); if the head is busy, they wait for the answer
-// (the next pull takes them) until the pull has been out maxHold. While
-// the window is full no pull goes, so they go at once. Otherwise a pull
-// will carry them (see maybePull), or they wait for the pull after a
-// failure.
+// (the next pull takes them) until the pull has been out maxHold. They
+// wait too while this raylet runs a pipeline (subtasks wait here for
+// others of its own), up to maxHold from the oldest: the head sent what
+// follows them already, and one report per hop of a chain would cost
+// more than the hop. While the window is full no pull goes, so they go
+// at once. Otherwise a pull will carry them (see maybePull), or they wait
+// for the pull after a failure.
 func (m *Machine[T, C]) maybeReport() {
 	if m.reporting || len(m.pending) == 0 || !m.reportAt.IsZero() {
 		return
 	}
 	switch {
 	case m.pulling:
-		if m.headBusy && m.now.Before(m.pullSent.Add(maxHold)) {
+		if m.headBusy && m.now.Before(m.pullSent.Add(maxHold)) || m.pipelining() {
 			return
 		}
 	case m.inflight < m.Window():
@@ -657,6 +640,12 @@ func (m *Machine[T, C]) maybeReport() {
 	m.reporting, m.inReport = true, m.pending
 	m.pending, m.heldSince = nil, time.Time{}
 	m.emit(Effect[T, C]{Kind: Report, Done: m.inReport})
+}
+
+// pipelining reports whether completions may wait because this raylet
+// runs a pipeline (see maybeReport).
+func (m *Machine[T, C]) pipelining() bool {
+	return m.waiting.live > 0 && m.now.Before(m.heldSince.Add(maxHold))
 }
 
 // short reports whether the queue holds less than a subtask per slot.
@@ -676,8 +665,17 @@ func (m *Machine[T, C]) holdUntil() time.Time {
 	switch {
 	case !m.pulling && m.pullAt.IsZero() && m.inflight < m.Window():
 		return m.heldSince.Add(maxHold) // then a pull goes
-	case m.pulling && m.headBusy && !m.reporting && m.reportAt.IsZero():
-		return m.pullSent.Add(maxHold) // then they are reported
+	case m.pulling && !m.reporting && m.reportAt.IsZero():
+		// Then they are reported, unless a pipeline's subtasks have all
+		// started meanwhile (then they go at once).
+		var t time.Time
+		if m.headBusy {
+			t = m.pullSent.Add(maxHold)
+		}
+		if m.waiting.live > 0 && m.heldSince.Add(maxHold).After(t) {
+			t = m.heldSince.Add(maxHold)
+		}
+		return t
 	}
 	return time.Time{}
 }
@@ -851,4 +849,107 @@ func (q *queue[T]) find(id dag.SubtaskID) int {
 		}
 	}
 	return -1
+}
+
+// waitList holds the subtasks waiting for others of this raylet (After),
+// in arrival order. A subtask leaves it in O(1) (its entry is left as a
+// hole, and the list compacted when holes are most of it), and the
+// readers of a subtask that ends are found without a walk of the list
+// when it has none, and with a walk only as far as the last of them when
+// it has: a chain a thousand links ahead keeps a thousand waiting, and
+// each hop must not cost a thousand.
+type waitList[T any] struct {
+	s     []waiter[T]
+	first int // s[:first] are holes
+	live  int
+	// readers counts, by subtask, the waiting subtasks that wait for it.
+	readers map[dag.SubtaskID]int32
+}
+
+type waiter[T any] struct {
+	t Subtask[T]
+	// pend has bit k set while t.After[k] has yet to finish here (for the
+	// first entry of each subtask in After); 0 marks a hole.
+	pend uint64
+}
+
+// maxAfter is the most entries a Subtask's After may have.
+const maxAfter = 64
+
+// add takes in t, which waits for every subtask in its After (at most
+// maxAfter entries).
+func (l *waitList[T]) add(t Subtask[T]) {
+	if len(l.s) >= 32 && 2*l.live < len(l.s) {
+		l.compact()
+	}
+	if l.readers == nil {
+		l.readers = make(map[dag.SubtaskID]int32)
+	}
+	var pend uint64
+	for k, p := range t.After {
+		if !containsID(t.After[:k], p) {
+			pend |= 1 << k
+			l.readers[p]++
+		}
+	}
+	l.s = append(l.s, waiter[T]{t: t, pend: pend})
+	l.live++
+}
+
+// remove takes out entry i and returns its subtask, which no longer
+// counts as a reader of the subtasks it was waiting for.
+func (l *waitList[T]) remove(i int) Subtask[T] {
+	w := l.s[i]
+	for k, p := range w.t.After {
+		if w.pend&(1<<k) == 0 {
+			continue
+		}
+		if n := l.readers[p]; n <= 1 {
+			delete(l.readers, p)
+		} else {
+			l.readers[p] = n - 1
+		}
+	}
+	l.s[i] = waiter[T]{}
+	l.live--
+	for l.first < len(l.s) && l.s[l.first].pend == 0 {
+		l.first++
+	}
+	if l.first == len(l.s) {
+		l.s, l.first = l.s[:0], 0
+	}
+	return w.t
+}
+
+// find returns the entry of subtask id, or -1; the newest are looked at
+// first.
+func (l *waitList[T]) find(id dag.SubtaskID) int {
+	for i := len(l.s) - 1; i >= l.first; i-- {
+		if l.s[i].pend != 0 && l.s[i].t.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// compact moves the waiting subtasks to the front, in order.
+func (l *waitList[T]) compact() {
+	n := 0
+	for i := l.first; i < len(l.s); i++ {
+		if l.s[i].pend != 0 {
+			l.s[n] = l.s[i]
+			n++
+		}
+	}
+	clear(l.s[n:])
+	l.s, l.first = l.s[:n], 0
+}
+
+func containsID(ids []dag.SubtaskID, id dag.SubtaskID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
 }

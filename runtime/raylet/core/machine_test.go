@@ -225,8 +225,9 @@ func TestRandomEvents(t *testing.T) {
 }
 
 type randomDone struct {
-	spec int
-	why  Reason
+	spec   int
+	why    Reason
+	failed bool // the kernel failed
 }
 
 type randomSim struct {
@@ -243,7 +244,8 @@ type randomSim struct {
 	pull      *Effect[int, randomDone]
 	report    *Effect[int, randomDone]
 	timer     time.Time
-	delivered map[int]int // completions the head got, by subtask
+	delivered map[int]int  // completions the head got, by subtask
+	stored    map[int]bool // subtasks whose kernels succeeded: their outputs exist
 	room      int64
 	seen      map[Kind]int
 }
@@ -253,14 +255,14 @@ func randomRun(t *testing.T, seed uint64, events int, seen map[Kind]int) {
 	slots := 1 + rnd.IntN(4)
 	room := int64(64 + rnd.IntN(256))
 	m, err := New(Config{Slots: slots, Prefetch: rnd.IntN(3), CancelGrace: 2 * time.Second, Room: room},
-		func(t Subtask[int], why Reason) randomDone { return randomDone{t.Spec, why} },
-		func(d randomDone) bool { return d.why != 0 })
+		func(t Subtask[int], why Reason) randomDone { return randomDone{spec: t.Spec, why: why} },
+		func(d randomDone) bool { return d.why != 0 || d.failed })
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &randomSim{t: t, rnd: rnd, m: m, now: time.Unix(1000, 0), room: room,
 		queued: map[int]bool{}, slots: map[Slot]Subtask[int]{}, runs: map[Slot]Run{},
-		stuck: map[Run]Subtask[int]{}, delivered: map[int]int{}, seen: seen}
+		stuck: map[Run]Subtask[int]{}, delivered: map[int]int{}, stored: map[int]bool{}, seen: seen}
 	s.apply("room", m.Room(room, s.now))
 	for range events {
 		s.step(false)
@@ -305,6 +307,18 @@ func (s *randomSim) step(draining bool) {
 			id := s.nextID
 			s.nextID++
 			tasks[i] = Subtask[int]{ID: dag.PackSubtaskID(1, 1, uint64(id+1)), WorkingSet: int64(r.IntN(int(s.room))), Spec: id}
+			// Some go ahead of subtasks they read (After): mostly recent
+			// ones, which may still be here, or may have ended (failed,
+			// dropped: then the raylet finds no output and says so).
+			if id > 0 && r.IntN(3) == 0 {
+				for range 1 + r.IntN(3) {
+					// A stored output is read, not waited for (the raylet
+					// leaves it out of After).
+					if p := max(0, id-1-r.IntN(min(id, 6))); !s.stored[p] {
+						tasks[i].After = append(tasks[i].After, dag.PackSubtaskID(1, 1, uint64(p+1)))
+					}
+				}
+			}
 			s.queued[id] = true
 		}
 		s.deliver(s.pull.Done)
@@ -327,7 +341,9 @@ func (s *randomSim) step(draining bool) {
 		delete(s.slots, slot)
 		delete(s.runs, slot)
 		s.advance(took / 10)
-		s.apply("finished", s.m.Finished(slot, run, randomDone{spec: task.Spec}, took, s.now))
+		failed := !draining && r.IntN(6) == 0
+		s.stored[task.Spec] = !failed
+		s.apply("finished", s.m.Finished(slot, run, randomDone{spec: task.Spec, failed: failed}, took, s.now))
 	case k < 8 && len(s.stuck) > 0:
 		for run, task := range s.stuck {
 			s.apply("abandoned run finished", s.m.Finished(-1, run, randomDone{spec: task.Spec}, time.Hour, s.now))
@@ -389,6 +405,11 @@ func (s *randomSim) apply(event string, effs []Effect[int, randomDone]) {
 			}
 			if !s.queued[e.Task.Spec] {
 				t.Fatalf("after %s: start %d, which is not queued", event, e.Task.Spec)
+			}
+			for _, p := range e.Task.After {
+				if !s.stored[int(p.Index())-1] {
+					t.Fatalf("after %s: start %d before %d, which it reads, stored its output", event, e.Task.Spec, p.Index()-1)
+				}
 			}
 			delete(s.queued, e.Task.Spec)
 			s.slots[e.Slot], s.runs[e.Slot] = e.Task, e.Run
