@@ -299,6 +299,11 @@ type JobOptions struct {
 	Retries   int           // 0: the client's default
 	ResultTTL time.Duration // 0: the client's default
 	Fusion    string        // "": the client's default
+	// NoPipeline keeps each subtask at the head until its inputs are
+	// stored. By default the head may send a subtask to the raylet making
+	// its inputs ahead of them, so that dependent subtasks on one raylet
+	// run without a round trip to the head between them.
+	NoPipeline bool
 	// Logs, when set, receives the job's log lines (fn.Logger) as they
 	// come, as Job.Logs writes them; Wait and Done return once the last
 	// are written. The raylets must serve HTTP (phobos up and Local do).
@@ -335,6 +340,7 @@ func (c *Client) Submit(ctx context.Context, g Graph, opts ...JobOptions) (*Job,
 		if o.Fusion != "" {
 			jo.Fusion = o.Fusion
 		}
+		jo.NoPipeline = jo.NoPipeline || o.NoPipeline
 	}
 	req := wire.SubmitJob{Graph: *tg, Options: jo}
 	rand.Read(req.RequestID[:])

@@ -149,8 +149,14 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The chain as it runs (each raylet sent links ahead of the
+			// links they read), and with every hop through the head.
 			n := size(20_000)
 			r, err := timeJob(ctx, c, "chain", n, bench.Chain(n), embedded)
+			var rh benchResult
+			if err == nil {
+				rh, err = timeJob(ctx, c, "chain-via-head", n, bench.Chain(n), embedded, phobos.JobOptions{NoPipeline: true})
+			}
 			c.Close()
 			if err != nil {
 				return err
@@ -158,7 +164,9 @@ func newBenchCmd() *cobra.Command {
 			if err := addRTT(ctx, &r, embedded); err != nil {
 				return err
 			}
+			rh.RTTPerSec, rh.RTTKind, rh.RTTRatio = r.RTTPerSec, r.RTTKind, rh.PerSec/r.RTTPerSec
 			emit(r)
+			emit(rh)
 		}
 		if *asJSON {
 			return nil
@@ -171,7 +179,7 @@ func newBenchCmd() *cobra.Command {
 				heap = fmt.Sprintf("%.0f", r.HeapPerSubtask)
 			}
 			unit := "subtasks"
-			if r.Name == "chain" {
+			if strings.HasPrefix(r.Name, "chain") {
 				unit = "hops"
 			}
 			rtt, ratio := "-", "-"
@@ -188,14 +196,14 @@ func newBenchCmd() *cobra.Command {
 // timeJob runs one job end to end (submit, wait for it to finish, release)
 // and reports its subtasks per second. n, when not 0, is the subtask count
 // to report; otherwise the job's own count is used.
-func timeJob(ctx context.Context, c *phobos.Client, name string, n int64, g phobos.Graph, embedded bool) (benchResult, error) {
+func timeJob(ctx context.Context, c *phobos.Client, name string, n int64, g phobos.Graph, embedded bool, opts ...phobos.JobOptions) (benchResult, error) {
 	var before, after runtime.MemStats
 	if embedded {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 	}
 	start := time.Now()
-	j, err := c.Submit(ctx, g)
+	j, err := c.Submit(ctx, g, opts...)
 	if err != nil {
 		return benchResult{}, fmt.Errorf("%s: %w", name, err)
 	}

@@ -51,14 +51,16 @@ type job struct {
 	phase phase
 	// marks says this leader marks the job's lowering in Raft before it
 	// lowers (a job taken up again) and clears the marks after.
-	marks    bool
-	graph    *dag.TileableGraph // for lowering the first stage
-	est      lowering.Estimate
-	tiled    *lowering.Tiled // between stages; the shell's while it lowers
-	retries  int
-	next     int      // the stage to lower next
-	rayletOf []Raylet // the raylets lowering was given, by lowering's index
-	ended    time.Time
+	marks   bool
+	graph   *dag.TileableGraph // for lowering the first stage
+	est     lowering.Estimate
+	tiled   *lowering.Tiled // between stages; the shell's while it lowers
+	retries int
+	// noPipeline: the job asked for none (wire.JobOptions.NoPipeline).
+	noPipeline bool
+	next       int      // the stage to lower next
+	rayletOf   []Raylet // the raylets lowering was given, by lowering's index
+	ended      time.Time
 	// cancelled: cancelled while no stage ran; what is lowered is dropped.
 	cancelled bool
 	// charged: admission charges the job head memory (from its admission
@@ -93,7 +95,7 @@ type waiter struct {
 }
 
 func (l *Leader) newJob(rec *JobRecord, marks bool) *job {
-	j := &job{task: rec.Task, marks: marks, retries: rec.Options.Retries}
+	j := &job{task: rec.Task, marks: marks, retries: rec.Options.Retries, noPipeline: rec.Options.NoPipeline}
 	if j.retries <= 0 {
 		j.retries = l.cfg.Retries
 	}
@@ -516,7 +518,7 @@ func (l *Leader) lowered(ev *Lowered) {
 			}
 		})
 	}
-	l.s.AddJob(j.task, ev.Plan, j.retries, j.rayletOf)
+	l.s.AddJob(j.task, ev.Plan, jobPolicy{retries: j.retries, noPipeline: j.noPipeline}, j.rayletOf)
 	if ev.Stage == 0 {
 		l.log.Info("job started", "task", j.task, "subtasks", ev.Plan.Stage.Len(), "final", ev.Plan.Final, "raylets", len(j.rayletOf))
 	} else {

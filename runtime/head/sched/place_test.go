@@ -69,7 +69,7 @@ func TestPlacementTiesAndBroadcast(t *testing.T) {
 		results = append(results, id)
 	}
 	plan := &lowering.Plan{Stage: sg, Results: []lowering.Result{{Objects: results}}}
-	s.AddJob(1, plan, 0, []Raylet{0, 1})
+	s.AddJob(1, plan, jobPolicy{}, []Raylet{0, 1})
 	pull := func(r Raylet) []wire.SubtaskSpec { return s.Pull(r, 1, nil) }
 	s0, s1 := pull(0), pull(1)
 	// The broadcast source is huge, the other small: bytes of the broadcast

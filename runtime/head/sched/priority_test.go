@@ -22,7 +22,7 @@ func simulate(t *testing.T, p *lowering.Plan, slots []int) (peak int, ran []int3
 	}
 	index, _ := s.AliveSlots()
 	const task = 1
-	s.AddJob(task, p, 0, index)
+	s.AddJob(task, p, jobPolicy{}, index)
 	sg := p.Stage
 	result := map[dag.ObjectID]bool{}
 	for _, r := range p.Results {

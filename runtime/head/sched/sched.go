@@ -207,28 +207,29 @@ type parkedPull struct {
 }
 
 type stage struct {
-	task     dag.TaskID
-	key      StageKey
-	retries  int
-	plan     *lowering.Plan
-	sg       *dag.SubtaskGraph
-	state    []State
-	attempts []uint8
-	waiting  []int32  // predecessors whose outputs are not available
-	pending  []int32  // successors not finished (their readers)
-	where    []Raylet // raylet queued on, running on, or holding the outputs
-	qseq     []uint64
-	copies   map[int32][]Raylet // subtask -> other raylets holding its outputs
-	failedOn map[int32][]Raylet // subtask -> raylets an attempt of it failed on
-	excused  map[int32]uint8    // subtask -> failed attempts not counted against its retries
-	size     []int64            // per chunk: stored bytes of exported chunks
-	result   []bool             // per chunk: a result of the job
-	done     int                // subtasks finished or freed
-	active   int                // subtasks running or cancelling
-	status   dag.JobState
-	err      error
-	ended    bool // Ended was reported
-	released bool
+	task       dag.TaskID
+	key        StageKey
+	retries    int
+	noPipeline bool // the job asked for no pipelining
+	plan       *lowering.Plan
+	sg         *dag.SubtaskGraph
+	state      []State
+	attempts   []uint8
+	waiting    []int32  // predecessors whose outputs are not available
+	pending    []int32  // successors not finished (their readers)
+	where      []Raylet // raylet queued on, running on, or holding the outputs
+	qseq       []uint64
+	copies     map[int32][]Raylet // subtask -> other raylets holding its outputs
+	failedOn   map[int32][]Raylet // subtask -> raylets an attempt of it failed on
+	excused    map[int32]uint8    // subtask -> failed attempts not counted against its retries
+	size       []int64            // per chunk: stored bytes of exported chunks
+	result     []bool             // per chunk: a result of the job
+	done       int                // subtasks finished or freed
+	active     int                // subtasks running or cancelling
+	status     dag.JobState
+	err        error
+	ended      bool // Ended was reported
+	released   bool
 }
 
 // newScheduler returns an empty scheduler with default policies.
@@ -281,9 +282,15 @@ func (s *scheduler) AliveSlots() (index []Raylet, slots []int) {
 	return index, slots
 }
 
+// jobPolicy is what a job chose of the scheduler's policies.
+type jobPolicy struct {
+	retries    int  // re-runs of a failed subtask; 0: the scheduler's
+	noPipeline bool // dispatch nothing ahead of its inputs (see pipeline)
+}
+
 // AddJob starts scheduling a lowered job. rayletOf maps the plan's raylet
 // indexes (from AliveSlots) to scheduler raylets.
-func (s *scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, rayletOf []Raylet) *schedEffects {
+func (s *scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, pol jobPolicy, rayletOf []Raylet) *schedEffects {
 	fx := s.begin()
 	key := StageKey{task, plan.Stage.Stage}
 	if _, ok := s.jobs[key]; ok {
@@ -291,11 +298,12 @@ func (s *scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, retries int, ra
 	}
 	sg := plan.Stage
 	n := sg.Len()
+	retries := pol.retries
 	if retries <= 0 {
 		retries = s.Retries
 	}
 	j := &stage{
-		task: task, key: key, retries: retries, plan: plan, sg: sg, status: dag.JobRunning,
+		task: task, key: key, retries: retries, noPipeline: pol.noPipeline, plan: plan, sg: sg, status: dag.JobRunning,
 		state: make([]State, n), attempts: make([]uint8, n),
 		waiting: make([]int32, n), pending: make([]int32, n),
 		where: make([]Raylet, n), qseq: make([]uint64, n),
@@ -579,7 +587,7 @@ func (s *scheduler) dispatch(j *stage, i int32, r Raylet, out []wire.SubtaskSpec
 //
 // Returns the credits left and out.
 func (s *scheduler) pipeline(j *stage, i int32, r Raylet, credits int, out []wire.SubtaskSpec) (int, []wire.SubtaskSpec) {
-	if s.NoPipeline || j.status != dag.JobRunning {
+	if s.NoPipeline || j.noPipeline || j.status != dag.JobRunning {
 		return credits, out
 	}
 	st := append(s.ahead[:0], i)

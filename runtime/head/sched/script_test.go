@@ -40,7 +40,7 @@ var update = flag.Bool("update", false, "rewrite the golden scripts in testdata 
 //	                             raylet process NAME registers (as raylet ID, default NAME,
 //	                             at A, default addr-NAME); again, it reports what it holds
 //	beat NAME | bye NAME | lose NAME
-//	job TASK GRAPH [as=CLIENT] [retries=N] [ttl=D]
+//	job TASK GRAPH [as=CLIENT] [retries=N] [ttl=D] [pipeline=off]
 //	                             submit; GRAPH is "ones N CHUNK" ((ones+ones).sum()),
 //	                             "unique N CHUNK" (unique().sum(): two stages) or
 //	                             "fromput PUTTASK IDX N" (the sum of a put object) or
@@ -278,6 +278,7 @@ func (h *harness) do(f []string) {
 		if v, ok := kv["ttl"]; ok {
 			o.ResultTTL = h.dur(v)
 		}
+		o.NoPipeline = kv["pipeline"] == "off"
 		h.submit(client, task, g, o)
 	case "pull":
 		wait := time.Duration(0)
