@@ -331,7 +331,7 @@ func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
 // register introduces the raylet on a new leader session.
 func (r *Raylet) register(ctx context.Context, s *transport.Session) error {
 	st := r.store.Stats()
-	req := wire.RegisterRaylet{ID: r.id, Addr: r.addr, Slots: r.cfg.Slots, StoreCapacity: st.Capacity, HTTP: r.HTTPURL()}
+	req := wire.RegisterRaylet{ID: r.id, Addr: r.addr, Slots: r.cfg.Slots, StoreCapacity: st.Capacity, HTTP: r.HTTPURL(), Pipeline: true}
 	for _, id := range r.store.IDs(nil) {
 		req.Held = append(req.Held, wire.HeldObject{ID: id})
 	}

@@ -79,6 +79,10 @@ type RegisterRaylet struct {
 	// HTTP is the base URL of the raylet's web service ("" when it serves
 	// none), which heads list in the cluster's status.
 	HTTP string `cbor:"6,keyasint,omitempty"`
+	// Pipeline says the raylet understands InputSpec.Pending: it holds a
+	// subtask sent ahead of its inputs until they are made there. The
+	// leader sends such subtasks only to raylets that say so.
+	Pipeline bool `cbor:"7,keyasint,omitempty"`
 }
 
 // HeldObject is an object a raylet holds, with its size.

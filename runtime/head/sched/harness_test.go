@@ -67,6 +67,7 @@ type fakeRaylet struct {
 	r       Raylet
 	running []wire.SubtaskSpec     // dispatched, not yet reported
 	store   map[dag.ObjectID]int64 // what it holds: made or fetched, not freed
+	old     bool                   // a release that predates pipelining (wire.RegisterRaylet.Pipeline)
 }
 
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -404,15 +405,11 @@ func (h *harness) addRaylet(name string, slots int) *fakeRaylet {
 // registerAs registers raylet process name as raylet id on a new session;
 // a process registering again reports what its store holds.
 func (h *harness) registerAs(name, id, addr string, slots int) *fakeRaylet {
-	fr := h.raylets[name]
-	if fr == nil {
-		fr = &fakeRaylet{name: name, store: map[dag.ObjectID]int64{}}
-		h.raylets[name] = fr
-	}
+	fr := h.rayletOf(name)
 	fr.id, fr.addr, fr.slots = id, addr, slots
 	fr.sess = &fakeSession{name: name}
 	ev := &Register{Call: h.call("register " + name), Session: fr.sess}
-	ev.ID, ev.Addr, ev.Slots = id, addr, slots
+	ev.ID, ev.Addr, ev.Slots, ev.Pipeline = id, addr, slots, !fr.old
 	for _, id := range sortedObjects(fr.store) {
 		ev.Held = append(ev.Held, wire.HeldObject{ID: id, Size: fr.store[id]})
 	}
@@ -427,6 +424,16 @@ func sortedObjects(m map[dag.ObjectID]int64) []dag.ObjectID {
 	}
 	slices.SortFunc(ids, func(a, b dag.ObjectID) int { return strings.Compare(a.String(), b.String()) })
 	return ids
+}
+
+// rayletOf returns raylet process name, making it if it is new.
+func (h *harness) rayletOf(name string) *fakeRaylet {
+	fr := h.raylets[name]
+	if fr == nil {
+		fr = &fakeRaylet{name: name, store: map[dag.ObjectID]int64{}}
+		h.raylets[name] = fr
+	}
+	return fr
 }
 
 func (h *harness) raylet(name string) *fakeRaylet {

@@ -188,6 +188,7 @@ type raylet struct {
 	since        time.Time // when it registered
 	certNotAfter time.Time // when the certificate it uses now expires
 	leaving      bool      // it said goodbye: its loss is a departure
+	pipelines    bool      // it takes subtasks ahead of their inputs (wire.RegisterRaylet.Pipeline)
 	draining     bool      // an operator drains it: no new work (drain.go)
 	parked       parkedPull
 	// frontier lists subtasks running on the raylet whose readers may be
@@ -587,7 +588,7 @@ func (s *scheduler) dispatch(j *stage, i int32, r Raylet, out []wire.SubtaskSpec
 //
 // Returns the credits left and out.
 func (s *scheduler) pipeline(j *stage, i int32, r Raylet, credits int, out []wire.SubtaskSpec) (int, []wire.SubtaskSpec) {
-	if s.NoPipeline || j.noPipeline || j.status != dag.JobRunning {
+	if s.NoPipeline || j.noPipeline || j.status != dag.JobRunning || !s.raylets[r].pipelines {
 		return credits, out
 	}
 	st := append(s.ahead[:0], i)

@@ -36,9 +36,10 @@ var update = flag.Bool("update", false, "rewrite the golden scripts in testdata 
 //	records                      the Leader gets Raft's records (new leaders wait for them)
 //	failover [HEAD]              a new Leader (on head HEAD) over the same Raft; every
 //	                             session is gone, raylets keep their stores
-//	raylet NAME SLOTS [id=ID] [addr=A]
+//	raylet NAME SLOTS [id=ID] [addr=A] [release=old]
 //	                             raylet process NAME registers (as raylet ID, default NAME,
-//	                             at A, default addr-NAME); again, it reports what it holds
+//	                             at A, default addr-NAME); again, it reports what it holds;
+//	                             release=old: a release that takes nothing ahead of its inputs
 //	beat NAME | bye NAME | lose NAME
 //	job TASK GRAPH [as=CLIENT] [retries=N] [ttl=D] [pipeline=off]
 //	                             submit; GRAPH is "ones N CHUNK" ((ones+ones).sum()),
@@ -237,6 +238,9 @@ func (h *harness) do(f []string) {
 		}
 		if id == "" {
 			id = f[1]
+		}
+		if kv["release"] == "old" {
+			h.rayletOf(f[1]).old = true
 		}
 		h.registerAs(f[1], id, addr, int(h.num(f[2])))
 	case "beat":
