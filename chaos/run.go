@@ -409,7 +409,7 @@ func (r *runner) submit(ctx context.Context, jr *jobRun, d *phobos.Client) {
 	sctx, cancel := context.WithTimeout(ctx, submitTimeout)
 	defer cancel()
 	call := r.rec.Now()
-	j, err := d.Submit(sctx, jr.spec.graph, phobos.JobOptions{Name: jr.name()})
+	j, err := d.Submit(sctx, jr.spec.graph, phobos.JobOptions{Name: jr.name(), Fusion: jr.spec.fusion})
 	jr.submitted = r.since()
 	if err != nil {
 		r.rec.RecordSubmit(100+jr.driver, 0, false, call, -1)

@@ -26,6 +26,7 @@ const (
 	JobSeedRand = "seed-rand" // a, b random; (a + b).sum() against a sum computed here
 	JobShuffle  = "shuffle"   // word count through GroupBy(m).Sum()
 	JobSleep    = "sleep"     // n sleeping subtasks summed: n(n-1)/2
+	JobChain    = "chain"     // n subtasks each adding one to the one before, fusion off: n
 	JobProbe    = "probe"     // a small job that shows the cluster serves
 	JobHog      = "hog"       // results larger than the stores, held unreleased
 )
@@ -36,6 +37,9 @@ type jobSpec struct {
 	kind  string
 	desc  string
 	graph phobos.Graph
+	// fusion, when set, is the job's fusion ("none" keeps every op a
+	// subtask of its own).
+	fusion string
 	// check verifies a successful result; nil for jobs whose results are
 	// not fetched (hog).
 	check func(res *phobos.Result, w *witness) error
@@ -76,8 +80,10 @@ func (w *witness) same(key string, b []byte) error {
 func randomJob(rng *rand.Rand) jobSpec {
 	x := rng.IntN(100)
 	switch {
-	case x < 40:
+	case x < 32:
 		return dagJob(rng)
+	case x < 40:
+		return chainJob(int64(200 + rng.IntN(800)))
 	case x < 50:
 		return seedOnesJob(int64(100_000 * (1 + rng.IntN(4))))
 	case x < 65:
@@ -165,6 +171,19 @@ func sleepJob(n int64, d time.Duration) jobSpec {
 			v := res.Values[0].Int64s()
 			if len(v) != 1 || v[0] != n*(n-1)/2 {
 				return fmt.Errorf("sum of %d indexes = %v, want %d", n, v, n*(n-1)/2)
+			}
+			return nil
+		}}
+}
+
+// chainJob is a chain of n dependent subtasks: the head sends a raylet
+// links ahead of the links they read (pipelining), and a fault must not
+// lose or repeat one.
+func chainJob(n int64) jobSpec {
+	return jobSpec{kind: JobChain, desc: fmt.Sprintf("a chain of %d subtasks, fusion off", n), graph: bench.Chain(n), fusion: "none",
+		check: func(res *phobos.Result, _ *witness) error {
+			if v := res.Values[0].Int64s(); len(v) != 1 || v[0] != n {
+				return fmt.Errorf("chain of %d = %v, want %d", n, v, n)
 			}
 			return nil
 		}}

@@ -27,7 +27,7 @@ func TestWorkloadsOnLocalCluster(t *testing.T) {
 	var w witness
 	run := func(spec jobSpec) {
 		t.Helper()
-		j, err := c.Submit(ctx, spec.graph)
+		j, err := c.Submit(ctx, spec.graph, phobos.JobOptions{Fusion: spec.fusion})
 		if err != nil {
 			t.Fatalf("%s (%s): submit: %v", spec.kind, spec.desc, err)
 		}
@@ -48,6 +48,7 @@ func TestWorkloadsOnLocalCluster(t *testing.T) {
 	run(shuffleJob(4, 200, 3, 1))
 	run(sleepJob(20, time.Millisecond))
 	run(probeJob())
+	run(chainJob(300))
 	for s := 1; s <= 30; s++ {
 		for _, spec := range (&plan{seed: 5, drivers: 3}).step(s) {
 			run(spec)
