@@ -351,6 +351,8 @@ func (o fixedOut) Output(int, dag.Meta, int) ([]byte, error) { return o, nil }
 // tasks with 2 slots) costs some 2ms a step: the pull comes back full, the
 // raylet takes the head to be busy and holds the step's completions for
 // maxHold (runtime/raylet/core), then the next step fills the pull again.
+// Width 2 (a task a core, as phobos bench taskbench runs by default) runs
+// 1,000 steps: there every step of stencil_1d waits for the one before.
 func BenchmarkTaskGraphEmpty(b *testing.B) {
 	ctx := context.Background()
 	c, err := phobos.Local(ctx, phobos.LocalConfig{Raylets: 1, StoreSize: 64 << 20, Options: phobos.Options{Fusion: "none"}})
@@ -359,8 +361,12 @@ func BenchmarkTaskGraphEmpty(b *testing.B) {
 	}
 	defer c.Close()
 	for _, p := range []bench.Pattern{bench.Trivial, bench.NoComm, bench.Stencil1D} {
-		for _, w := range []int64{48, 64} {
-			g := bench.TaskGraph{Pattern: p, Width: w, Steps: 100}
+		for _, w := range []int64{2, 48, 64} {
+			steps := int64(100)
+			if w == 2 {
+				steps = 1000
+			}
+			g := bench.TaskGraph{Pattern: p, Width: w, Steps: steps}
 			job, err := g.Graph()
 			if err != nil {
 				b.Fatal(err)
