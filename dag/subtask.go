@@ -135,6 +135,15 @@ func (g *SubtaskGraph) Link() error {
 			g.OutIndex[c] = int32(k)
 		}
 	}
+	if err := g.linkPreds(); err != nil {
+		return err
+	}
+	return g.linkSuccs()
+}
+
+// linkPreds fills Preds from Owner and OutIndex: each subtask's distinct
+// predecessors, in the order its chunks first read them.
+func (g *SubtaskGraph) linkPreds() error {
 	off := make([]int32, 1, len(g.Subtasks)+1)
 	var dst []int32
 	for s := range g.Subtasks {
@@ -163,11 +172,107 @@ func (g *SubtaskGraph) Link() error {
 		off = append(off, int32(len(dst)))
 	}
 	g.Preds = CSR{Off: off, Dst: dst}
-	g.Succs = InvertCSR(len(g.Subtasks), func(i int) []int32 { return g.Preds.Row(int32(i)) })
-	if _, cyc := topoOrder(len(g.Subtasks), func(i int) []int32 { return g.Preds.Row(int32(i)) }); cyc >= 0 {
+	return nil
+}
+
+// linkSuccs fills Succs from Preds and refuses a cyclic graph. When every
+// predecessor has a lower index than its subtask (lowering's groups come
+// out in topological order), the graph is acyclic without a sort.
+func (g *SubtaskGraph) linkSuccs() error {
+	n := len(g.Subtasks)
+	g.Succs = g.Preds.Invert(n)
+	ordered := true
+	for s := 0; s < n && ordered; s++ {
+		for _, p := range g.Preds.Row(int32(s)) {
+			if p >= int32(s) {
+				ordered = false
+				break
+			}
+		}
+	}
+	if ordered {
+		return nil
+	}
+	if _, cyc := topoOrder(n, func(i int) []int32 { return g.Preds.Row(int32(i)) }); cyc >= 0 {
 		return fmt.Errorf("subtask graph has a cycle through subtask %d", cyc)
 	}
 	return nil
+}
+
+// GroupSubtasks builds the linked subtask graph whose subtask i is made of
+// the chunks of row i of groups, in execution order; it does what
+// AddSubtask for every group and then Link do, in fewer passes. A chunk is
+// an output of its subtask when a chunk of another subtask reads it or
+// export[c] is set; outputs are numbered in the order of their group's row.
+// Chunks in no group (fetched from earlier stages) belong to no subtask.
+// The graph keeps groups.Dst as its table of chunks: the caller must not
+// modify it afterwards.
+func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph, error) {
+	n := chunks.Len()
+	ng := groups.Rows()
+	g := &SubtaskGraph{
+		Chunks:   chunks,
+		Subtasks: make([]Subtask, ng),
+		Owner:    make([]int32, n),
+		OutIndex: make([]int32, n),
+		chunks:   groups.Dst,
+	}
+	for i := range g.Owner {
+		g.Owner[i] = -1
+		g.OutIndex[i] = -1
+	}
+	for s := int32(0); s < int32(ng); s++ {
+		for _, c := range groups.Row(s) {
+			if g.Owner[c] >= 0 {
+				return nil, fmt.Errorf("chunk %d is in subtasks %d and %d", c, g.Owner[c], s)
+			}
+			g.Owner[c] = s
+		}
+	}
+	// Predecessors; a chunk read by another subtask is marked for export
+	// (OutIndex 0 until outputs are numbered below).
+	off := make([]int32, 1, ng+1)
+	var dst []int32
+	for s := int32(0); s < int32(ng); s++ {
+		start := len(dst)
+		for _, c := range groups.Row(s) {
+			for _, in := range chunks.Inputs(c) {
+				p := g.Owner[in]
+				if p < 0 || p == s {
+					continue
+				}
+				g.OutIndex[in] = 0
+				dup := false
+				for _, q := range dst[start:] {
+					if q == p {
+						dup = true
+						break
+					}
+				}
+				if !dup {
+					dst = append(dst, p)
+				}
+			}
+		}
+		off = append(off, int32(len(dst)))
+	}
+	g.Preds = CSR{Off: off, Dst: dst}
+	g.outputs = make([]int32, 0, ng) // most subtasks export one chunk
+	for s := int32(0); s < int32(ng); s++ {
+		c0, c1 := groups.Off[s], groups.Off[s+1]
+		o0 := len(g.outputs)
+		for _, c := range groups.Dst[c0:c1] {
+			if export[c] || g.OutIndex[c] >= 0 {
+				g.OutIndex[c] = int32(len(g.outputs) - o0)
+				g.outputs = append(g.outputs, c)
+			}
+		}
+		g.Subtasks[s] = Subtask{Raylet: -1, c0: uint32(c0), nc: uint32(c1 - c0), o0: uint32(o0), no: uint32(len(g.outputs) - o0)}
+	}
+	if err := g.linkSuccs(); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // Topo returns the subtasks in an order where every subtask follows its

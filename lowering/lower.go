@@ -158,19 +158,21 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 		}
 	}
 
-	users := cg.Users()
 	var groups dag.CSR
 	var chunkRaylet []int32
 	switch opts.Fusion {
 	case FuseColoring:
+		users := cg.Users()
 		chunkRaylet = assignChunks(cg, users, nf, opts.Slots)
 		groups = fuseColoring(cg, users, nf, chunkRaylet, opts.ColorInitial, opts.Broadcast)
-	case FuseChain, FuseNone:
-		groups = fuseChains(cg, users, nf, opts.Fusion)
+	case FuseChain:
+		groups = fuseChains(cg, soleUsers(cg), nf, opts.Fusion)
+	case FuseNone:
+		groups = fuseChains(cg, nil, nf, opts.Fusion)
 	default:
 		return nil, dag.Errorf(dag.KindInvalidArgument, "lower task %d: unknown fusion %v", task, opts.Fusion)
 	}
-	sg, err := buildSubtasks(cg, users, groups, export)
+	sg, err := buildSubtasks(cg, groups, export)
 	if err != nil {
 		return nil, err
 	}
