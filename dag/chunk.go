@@ -110,8 +110,13 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 		DType:    dt,
 	})
 	g.inputs = append(g.inputs, inputs...)
-	g.shapes = append(g.shapes, shape...)
-	g.index = append(g.index, index...)
+	if len(shape) == 1 { // most chunks: an append without a copy call
+		g.shapes = append(g.shapes, shape[0])
+		g.index = append(g.index, index[0])
+	} else {
+		g.shapes = append(g.shapes, shape...)
+		g.index = append(g.index, index...)
+	}
 	return id, nil
 }
 

@@ -1,6 +1,9 @@
 package dag
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Priority orders READY subtasks (the seeds' operand selection policy):
 // deeper first; then those demanded by deeper subtasks; then fewer
@@ -106,7 +109,14 @@ func (g *SubtaskGraph) ObjectOf(c int32) (ObjectID, bool) {
 	if int(c) >= len(g.Owner) || g.Owner[c] < 0 || g.OutIndex[c] < 0 {
 		return ObjectID{}, false
 	}
-	return NewObjectID(g.ID(g.Owner[c]), uint32(g.OutIndex[c])), true
+	var o ObjectID
+	ix := g.Base + uint64(g.Owner[c])
+	binary.LittleEndian.PutUint32(o[0:4], uint32(g.Task))
+	binary.LittleEndian.PutUint16(o[4:6], uint16(g.Stage))
+	binary.LittleEndian.PutUint32(o[6:10], uint32(ix))
+	binary.LittleEndian.PutUint16(o[10:12], uint16(ix>>32))
+	binary.LittleEndian.PutUint32(o[12:16], uint32(g.OutIndex[c]))
+	return o, true // NewObjectID(g.ID(g.Owner[c]), OutIndex[c]), written in place
 }
 
 // Link fills Owner, OutIndex, Preds and Succs from the subtasks' chunks and

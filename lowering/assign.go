@@ -102,6 +102,15 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 			}
 			return raylet
 		}
+		if s := initial[next]; len(g.preds(s)) == 0 && len(g.succs(s)) == 0 {
+			// An isolated node: its walk would visit it alone, and no
+			// other walk can reach it, so neither visited nor seen
+			// matters. Most nodes of a job of independent subtasks.
+			raylet[s] = int32(r)
+			q[r]--
+			byQuota.down(0)
+			continue
+		}
 		assigned, walked := 0, 0
 		walk++
 		queue = append(queue[:0], initial[next])
