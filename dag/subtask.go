@@ -34,8 +34,12 @@ type Subtask struct {
 	// subtasks placed at run time.
 	Raylet int32
 
-	c0, nc uint32 // chunks, in execution order
-	o0, no uint32 // exported chunks (outputs), in output-index order
+	// The subtask's chunks (in execution order) start at c0 of the
+	// graph's chunk table and its exported chunks (outputs, in output-index
+	// order) at o0 of its output table; each ends where the next subtask's
+	// begins (the last at the table's end): 8 bytes a subtask fewer than
+	// storing the lengths.
+	c0, o0 uint32
 }
 
 // SubtaskGraph is one stage of a job lowered into subtasks. Subtask i has
@@ -76,8 +80,8 @@ func NewSubtaskGraph(chunks *ChunkGraph, n int) *SubtaskGraph {
 func (g *SubtaskGraph) AddSubtask(chunks, outputs []int32) int32 {
 	g.Subtasks = append(g.Subtasks, Subtask{
 		Raylet: -1,
-		c0:     uint32(len(g.chunks)), nc: uint32(len(chunks)),
-		o0: uint32(len(g.outputs)), no: uint32(len(outputs)),
+		c0:     uint32(len(g.chunks)),
+		o0:     uint32(len(g.outputs)),
 	})
 	g.chunks = append(g.chunks, chunks...)
 	g.outputs = append(g.outputs, outputs...)
@@ -92,15 +96,21 @@ func (g *SubtaskGraph) ID(i int32) SubtaskID { return PackSubtaskID(g.Task, g.St
 
 // ChunksOf returns subtask i's chunks in execution order (aliases the graph).
 func (g *SubtaskGraph) ChunksOf(i int32) []int32 {
-	s := &g.Subtasks[i]
-	return g.chunks[s.c0 : s.c0+s.nc : s.c0+s.nc]
+	c0, c1 := g.Subtasks[i].c0, uint32(len(g.chunks))
+	if int(i)+1 < len(g.Subtasks) {
+		c1 = g.Subtasks[i+1].c0
+	}
+	return g.chunks[c0:c1:c1]
 }
 
 // OutputsOf returns the chunks subtask i exports, by output index (aliases
 // the graph).
 func (g *SubtaskGraph) OutputsOf(i int32) []int32 {
-	s := &g.Subtasks[i]
-	return g.outputs[s.o0 : s.o0+s.no : s.o0+s.no]
+	o0, o1 := g.Subtasks[i].o0, uint32(len(g.outputs))
+	if int(i)+1 < len(g.Subtasks) {
+		o1 = g.Subtasks[i+1].o0
+	}
+	return g.outputs[o0:o1:o1]
 }
 
 // ObjectOf returns the object ID under which chunk c is stored, or false if
@@ -225,7 +235,9 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 		Subtasks: make([]Subtask, ng),
 		Owner:    make([]int32, n),
 		OutIndex: make([]int32, n),
-		chunks:   groups.Dst,
+	}
+	if ng > 0 {
+		g.chunks = groups.Dst[:groups.Off[ng]] // the last subtask's chunks end at the table's end
 	}
 	for i := range g.Owner {
 		g.Owner[i] = -1
@@ -277,7 +289,7 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 				g.outputs = append(g.outputs, c)
 			}
 		}
-		g.Subtasks[s] = Subtask{Raylet: -1, c0: uint32(c0), nc: uint32(c1 - c0), o0: uint32(o0), no: uint32(len(g.outputs) - o0)}
+		g.Subtasks[s] = Subtask{Raylet: -1, c0: uint32(c0), o0: uint32(o0)}
 	}
 	if err := g.linkSuccs(); err != nil {
 		return nil, err
