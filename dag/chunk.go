@@ -110,8 +110,13 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 		DType:    dt,
 	})
 	g.inputs = append(g.inputs, inputs...)
-	g.shapes = append(g.shapes, shape...)
-	g.index = append(g.index, index...)
+	if len(shape) == 1 { // most chunks: an append without a copy call
+		g.shapes = append(g.shapes, shape[0])
+		g.index = append(g.index, index[0])
+	} else {
+		g.shapes = append(g.shapes, shape...)
+		g.index = append(g.index, index...)
+	}
 	return id, nil
 }
 
@@ -164,7 +169,26 @@ func (g *ChunkGraph) Meta(c int32) Meta { return Meta{DType: g.Nodes[c].DType, S
 
 // Users returns, for every chunk, the chunks that read it, as a CSR table.
 func (g *ChunkGraph) Users() CSR {
-	return InvertCSR(len(g.Nodes), func(i int) []int32 { return g.Inputs(int32(i)) })
+	n := len(g.Nodes)
+	off := make([]int32, n+1)
+	for i := range g.Nodes {
+		for _, d := range g.Inputs(int32(i)) {
+			off[d+1]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		off[i+1] += off[i]
+	}
+	dst := make([]int32, off[n])
+	fill := make([]int32, n)
+	copy(fill, off[:n])
+	for i := range g.Nodes {
+		for _, d := range g.Inputs(int32(i)) {
+			dst[fill[d]] = int32(i)
+			fill[d]++
+		}
+	}
+	return CSR{Off: off, Dst: dst}
 }
 
 // Validate checks that every input is an earlier node, which makes the graph
@@ -202,6 +226,28 @@ func (c CSR) Rows() int {
 		return 0
 	}
 	return len(c.Off) - 1
+}
+
+// Invert returns the reverse of c as a table of n rows: for each node, the
+// rows that contain it, in ascending order (InvertCSR without a call per row).
+func (c CSR) Invert(n int) CSR {
+	off := make([]int32, n+1)
+	for _, d := range c.Dst {
+		off[d+1]++
+	}
+	for i := 0; i < n; i++ {
+		off[i+1] += off[i]
+	}
+	dst := make([]int32, off[n])
+	fill := make([]int32, n)
+	copy(fill, off[:n])
+	for i := 0; i < c.Rows(); i++ {
+		for _, d := range c.Dst[c.Off[i]:c.Off[i+1]] {
+			dst[fill[d]] = int32(i)
+			fill[d]++
+		}
+	}
+	return CSR{Off: off, Dst: dst}
 }
 
 // InvertCSR builds, for n nodes whose edges point at row(i), the reverse

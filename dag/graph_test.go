@@ -3,6 +3,9 @@ package dag
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -170,6 +173,100 @@ func TestCheckShapeAndSaturation(t *testing.T) {
 	for _, c := range []struct{ leaves, combine, want int64 }{{1, 4, 0}, {2, 4, 1}, {4, 4, 1}, {5, 4, 2}, {16, 4, 5}, {17, 4, 6}, {8, 2, 7}, {1 << 25, 4, 11184811}} {
 		if got := TreeNodes(c.leaves, c.combine); got != c.want {
 			t.Errorf("TreeNodes(%d, %d) = %d, want %d", c.leaves, c.combine, got, c.want)
+		}
+	}
+}
+
+// TestGroupSubtasksMatchesLink checks GroupSubtasks against AddSubtask and
+// Link on random graphs, random groupings (in topological order and not)
+// and random exports: the same subtasks, outputs, owners, output indexes,
+// predecessors and successors.
+func TestGroupSubtasksMatchesLink(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 300; trial++ {
+		n := 1 + rng.IntN(40)
+		g := NewChunkGraph(n)
+		a := g.AddArgs(nil)
+		lo := rng.IntN(n) / 4 // chunks below lo are in no group (fetched)
+		for i := 0; i < n; i++ {
+			var in []int32
+			for k := rng.IntN(4); k > 0 && i > 0; k-- {
+				in = append(in, int32(rng.IntN(i)))
+			}
+			if _, err := g.AddNode(1, int32(i), a, Float64, in, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Random groups of consecutive chunks lo…n-1, sometimes shuffled.
+		var rowsOf [][]int32
+		for c := lo; c < n; {
+			k := 1 + rng.IntN(3)
+			var row []int32
+			for ; k > 0 && c < n; k-- {
+				row = append(row, int32(c))
+				c++
+			}
+			rowsOf = append(rowsOf, row)
+		}
+		if trial%3 == 0 {
+			rng.Shuffle(len(rowsOf), func(i, j int) { rowsOf[i], rowsOf[j] = rowsOf[j], rowsOf[i] })
+		}
+		groups := CSR{Off: []int32{0}}
+		for _, r := range rowsOf {
+			groups.Dst = append(groups.Dst, r...)
+			groups.Off = append(groups.Off, int32(len(groups.Dst)))
+		}
+		export := make([]bool, n)
+		for i := range export {
+			export[i] = rng.IntN(5) == 0
+		}
+
+		// The reference: AddSubtask with the outputs computed from users.
+		users := g.Users()
+		groupOf := make([]int32, n)
+		for i := range groupOf {
+			groupOf[i] = -1
+		}
+		for s, r := range rowsOf {
+			for _, c := range r {
+				groupOf[c] = int32(s)
+			}
+		}
+		want := NewSubtaskGraph(g, len(rowsOf))
+		for s, r := range rowsOf {
+			var outs []int32
+			for _, c := range r {
+				ex := export[c]
+				for _, u := range users.Row(c) {
+					ex = ex || groupOf[u] != int32(s)
+				}
+				if ex {
+					outs = append(outs, c)
+				}
+			}
+			want.AddSubtask(r, outs)
+		}
+		werr := want.Link()
+		got, gerr := GroupSubtasks(g, groups, export)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("trial %d: Link says %v, GroupSubtasks says %v", trial, werr, gerr)
+		}
+		if werr != nil {
+			if !strings.Contains(gerr.Error(), "cycle") {
+				t.Fatalf("trial %d: %v, want a cycle", trial, gerr)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got.Subtasks, want.Subtasks) || !reflect.DeepEqual(got.Owner, want.Owner) ||
+			!reflect.DeepEqual(got.OutIndex, want.OutIndex) || !reflect.DeepEqual(got.Preds, want.Preds) ||
+			!reflect.DeepEqual(got.Succs, want.Succs) {
+			t.Fatalf("trial %d: GroupSubtasks differs from AddSubtask+Link:\n got %+v\nwant %+v", trial, got, want)
+		}
+		for s := range rowsOf {
+			if !slices.Equal(got.ChunksOf(int32(s)), want.ChunksOf(int32(s))) || !slices.Equal(got.OutputsOf(int32(s)), want.OutputsOf(int32(s))) {
+				t.Fatalf("trial %d: subtask %d: chunks %v outputs %v, want %v %v", trial, s,
+					got.ChunksOf(int32(s)), got.OutputsOf(int32(s)), want.ChunksOf(int32(s)), want.OutputsOf(int32(s)))
+			}
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package dag
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Priority orders READY subtasks (the seeds' operand selection policy):
 // deeper first; then those demanded by deeper subtasks; then fewer
@@ -31,8 +34,12 @@ type Subtask struct {
 	// subtasks placed at run time.
 	Raylet int32
 
-	c0, nc uint32 // chunks, in execution order
-	o0, no uint32 // exported chunks (outputs), in output-index order
+	// The subtask's chunks (in execution order) start at c0 of the
+	// graph's chunk table and its exported chunks (outputs, in output-index
+	// order) at o0 of its output table; each ends where the next subtask's
+	// begins (the last at the table's end): 8 bytes a subtask fewer than
+	// storing the lengths.
+	c0, o0 uint32
 }
 
 // SubtaskGraph is one stage of a job lowered into subtasks. Subtask i has
@@ -73,8 +80,8 @@ func NewSubtaskGraph(chunks *ChunkGraph, n int) *SubtaskGraph {
 func (g *SubtaskGraph) AddSubtask(chunks, outputs []int32) int32 {
 	g.Subtasks = append(g.Subtasks, Subtask{
 		Raylet: -1,
-		c0:     uint32(len(g.chunks)), nc: uint32(len(chunks)),
-		o0: uint32(len(g.outputs)), no: uint32(len(outputs)),
+		c0:     uint32(len(g.chunks)),
+		o0:     uint32(len(g.outputs)),
 	})
 	g.chunks = append(g.chunks, chunks...)
 	g.outputs = append(g.outputs, outputs...)
@@ -89,15 +96,21 @@ func (g *SubtaskGraph) ID(i int32) SubtaskID { return PackSubtaskID(g.Task, g.St
 
 // ChunksOf returns subtask i's chunks in execution order (aliases the graph).
 func (g *SubtaskGraph) ChunksOf(i int32) []int32 {
-	s := &g.Subtasks[i]
-	return g.chunks[s.c0 : s.c0+s.nc : s.c0+s.nc]
+	c0, c1 := g.Subtasks[i].c0, uint32(len(g.chunks))
+	if int(i)+1 < len(g.Subtasks) {
+		c1 = g.Subtasks[i+1].c0
+	}
+	return g.chunks[c0:c1:c1]
 }
 
 // OutputsOf returns the chunks subtask i exports, by output index (aliases
 // the graph).
 func (g *SubtaskGraph) OutputsOf(i int32) []int32 {
-	s := &g.Subtasks[i]
-	return g.outputs[s.o0 : s.o0+s.no : s.o0+s.no]
+	o0, o1 := g.Subtasks[i].o0, uint32(len(g.outputs))
+	if int(i)+1 < len(g.Subtasks) {
+		o1 = g.Subtasks[i+1].o0
+	}
+	return g.outputs[o0:o1:o1]
 }
 
 // ObjectOf returns the object ID under which chunk c is stored, or false if
@@ -106,7 +119,14 @@ func (g *SubtaskGraph) ObjectOf(c int32) (ObjectID, bool) {
 	if int(c) >= len(g.Owner) || g.Owner[c] < 0 || g.OutIndex[c] < 0 {
 		return ObjectID{}, false
 	}
-	return NewObjectID(g.ID(g.Owner[c]), uint32(g.OutIndex[c])), true
+	var o ObjectID
+	ix := g.Base + uint64(g.Owner[c])
+	binary.LittleEndian.PutUint32(o[0:4], uint32(g.Task))
+	binary.LittleEndian.PutUint16(o[4:6], uint16(g.Stage))
+	binary.LittleEndian.PutUint32(o[6:10], uint32(ix))
+	binary.LittleEndian.PutUint16(o[10:12], uint16(ix>>32))
+	binary.LittleEndian.PutUint32(o[12:16], uint32(g.OutIndex[c]))
+	return o, true // NewObjectID(g.ID(g.Owner[c]), OutIndex[c]), written in place
 }
 
 // Link fills Owner, OutIndex, Preds and Succs from the subtasks' chunks and
@@ -135,6 +155,15 @@ func (g *SubtaskGraph) Link() error {
 			g.OutIndex[c] = int32(k)
 		}
 	}
+	if err := g.linkPreds(); err != nil {
+		return err
+	}
+	return g.linkSuccs()
+}
+
+// linkPreds fills Preds from Owner and OutIndex: each subtask's distinct
+// predecessors, in the order its chunks first read them.
+func (g *SubtaskGraph) linkPreds() error {
 	off := make([]int32, 1, len(g.Subtasks)+1)
 	var dst []int32
 	for s := range g.Subtasks {
@@ -163,11 +192,109 @@ func (g *SubtaskGraph) Link() error {
 		off = append(off, int32(len(dst)))
 	}
 	g.Preds = CSR{Off: off, Dst: dst}
-	g.Succs = InvertCSR(len(g.Subtasks), func(i int) []int32 { return g.Preds.Row(int32(i)) })
-	if _, cyc := topoOrder(len(g.Subtasks), func(i int) []int32 { return g.Preds.Row(int32(i)) }); cyc >= 0 {
+	return nil
+}
+
+// linkSuccs fills Succs from Preds and refuses a cyclic graph. When every
+// predecessor has a lower index than its subtask (lowering's groups come
+// out in topological order), the graph is acyclic without a sort.
+func (g *SubtaskGraph) linkSuccs() error {
+	n := len(g.Subtasks)
+	g.Succs = g.Preds.Invert(n)
+	ordered := true
+	for s := 0; s < n && ordered; s++ {
+		for _, p := range g.Preds.Row(int32(s)) {
+			if p >= int32(s) {
+				ordered = false
+				break
+			}
+		}
+	}
+	if ordered {
+		return nil
+	}
+	if _, cyc := topoOrder(n, func(i int) []int32 { return g.Preds.Row(int32(i)) }); cyc >= 0 {
 		return fmt.Errorf("subtask graph has a cycle through subtask %d", cyc)
 	}
 	return nil
+}
+
+// GroupSubtasks builds the linked subtask graph whose subtask i is made of
+// the chunks of row i of groups, in execution order; it does what
+// AddSubtask for every group and then Link do, in fewer passes. A chunk is
+// an output of its subtask when a chunk of another subtask reads it or
+// export[c] is set; outputs are numbered in the order of their group's row.
+// Chunks in no group (fetched from earlier stages) belong to no subtask.
+// The graph keeps groups.Dst as its table of chunks: the caller must not
+// modify it afterwards.
+func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph, error) {
+	n := chunks.Len()
+	ng := groups.Rows()
+	g := &SubtaskGraph{
+		Chunks:   chunks,
+		Subtasks: make([]Subtask, ng),
+		Owner:    make([]int32, n),
+		OutIndex: make([]int32, n),
+	}
+	if ng > 0 {
+		g.chunks = groups.Dst[:groups.Off[ng]] // the last subtask's chunks end at the table's end
+	}
+	for i := range g.Owner {
+		g.Owner[i] = -1
+		g.OutIndex[i] = -1
+	}
+	for s := int32(0); s < int32(ng); s++ {
+		for _, c := range groups.Row(s) {
+			if g.Owner[c] >= 0 {
+				return nil, fmt.Errorf("chunk %d is in subtasks %d and %d", c, g.Owner[c], s)
+			}
+			g.Owner[c] = s
+		}
+	}
+	// Predecessors; a chunk read by another subtask is marked for export
+	// (OutIndex 0 until outputs are numbered below).
+	off := make([]int32, 1, ng+1)
+	var dst []int32
+	for s := int32(0); s < int32(ng); s++ {
+		start := len(dst)
+		for _, c := range groups.Row(s) {
+			for _, in := range chunks.Inputs(c) {
+				p := g.Owner[in]
+				if p < 0 || p == s {
+					continue
+				}
+				g.OutIndex[in] = 0
+				dup := false
+				for _, q := range dst[start:] {
+					if q == p {
+						dup = true
+						break
+					}
+				}
+				if !dup {
+					dst = append(dst, p)
+				}
+			}
+		}
+		off = append(off, int32(len(dst)))
+	}
+	g.Preds = CSR{Off: off, Dst: dst}
+	g.outputs = make([]int32, 0, ng) // most subtasks export one chunk
+	for s := int32(0); s < int32(ng); s++ {
+		c0, c1 := groups.Off[s], groups.Off[s+1]
+		o0 := len(g.outputs)
+		for _, c := range groups.Dst[c0:c1] {
+			if export[c] || g.OutIndex[c] >= 0 {
+				g.OutIndex[c] = int32(len(g.outputs) - o0)
+				g.outputs = append(g.outputs, c)
+			}
+		}
+		g.Subtasks[s] = Subtask{Raylet: -1, c0: uint32(c0), o0: uint32(o0)}
+	}
+	if err := g.linkSuccs(); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // Topo returns the subtasks in an order where every subtask follows its

@@ -102,6 +102,25 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 			}
 			return raylet
 		}
+		if isolated(g, initial[next]) {
+			// A run of isolated nodes: each one's walk would visit it
+			// alone and no other walk can reach it, so neither visited
+			// nor seen matters, and the run takes the raylets in the
+			// order the walks would (most nodes of a job of
+			// independent subtasks).
+			end := next + 1
+			for end < len(initial) && isolated(g, initial[end]) {
+				end++
+			}
+			if end-next >= len(q) { // dealing costs a sort of the raylets
+				next += byQuota.deal(initial[next:end], raylet)
+				continue
+			}
+			raylet[initial[next]] = int32(r)
+			q[r]--
+			byQuota.down(0)
+			continue
+		}
 		assigned, walked := 0, 0
 		walk++
 		queue = append(queue[:0], initial[next])
@@ -176,6 +195,67 @@ func (h quotaHeap) down(i int) {
 		h.h[i], h.h[m] = h.h[m], h.h[i]
 		i = m
 	}
+}
+
+// isolated reports whether node s of g has no edges at all.
+func isolated(g walkGraph, s int32) bool { return len(g.preds(s)) == 0 && len(g.succs(s)) == 0 }
+
+// deal gives nodes, in order, one raylet each as that many one-node walks
+// would: each to the raylet with the largest remaining quota (ties to the
+// lower index), whose quota drops by one, until the nodes or the quotas
+// run out. It returns how many nodes it placed. Rather than a heap step a
+// node, it takes the raylets level by level: with the quotas at most L,
+// the raylets at L take one node each in index order and drop to L-1,
+// where those already at L-1 join them; then the heap is rebuilt.
+func (h *quotaHeap) deal(nodes []int32, raylet []int32) int {
+	q := h.q
+	order := make([]int32, len(q)) // by quota, largest first, ties by index
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := cmp.Compare(q[b], q[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	var level []int32 // the raylets at the current level, by index
+	k, done := 0, 0
+	for done < len(nodes) {
+		if len(level) == 0 && (k == len(order) || q[order[k]] <= 0) {
+			break // every quota is spent
+		}
+		top := 0
+		if len(level) > 0 {
+			top = q[level[0]]
+		} else {
+			top = q[order[k]]
+		}
+		for k < len(order) && q[order[k]] == top && top > 0 {
+			r := order[k]
+			i, _ := slices.BinarySearch(level, r)
+			level = slices.Insert(level, i, r)
+			k++
+		}
+		for _, r := range level {
+			if done == len(nodes) {
+				break
+			}
+			raylet[nodes[done]] = r
+			q[r]--
+			done++
+		}
+		if top == 1 {
+			level = level[:0] // spent; the raylets below wait their turn
+		}
+	}
+	for i := range h.h {
+		h.h[i] = int32(i)
+	}
+	for i := len(h.h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+	return done
 }
 
 // assignSubtasks sets Raylet on every initial subtask (one without

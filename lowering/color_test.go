@@ -86,7 +86,7 @@ func TestColoringLowersTwoLines(t *testing.T) {
 	if got, want := rows(groups), [][]int32{{0, 1, 2, 3}, {4, 5, 6, 7}}; !equalRows(got, want) {
 		t.Fatalf("groups %v, want %v", got, want)
 	}
-	sg, err := buildSubtasks(g, users, groups, make([]bool, g.Len()))
+	sg, err := buildSubtasks(g, groups, make([]bool, g.Len()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestColoringIsAcyclic(t *testing.T) {
 				t.Fatalf("trial %d: chunk %d in %d groups", trial, c, k)
 			}
 		}
-		if _, err := buildSubtasks(g, users, groups, make([]bool, n)); err != nil {
+		if _, err := buildSubtasks(g, groups, make([]bool, n)); err != nil {
 			t.Fatalf("trial %d: %v (graph %v, groups %v)", trial, err, inputs, rows(groups))
 		}
 	}

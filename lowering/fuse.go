@@ -53,8 +53,9 @@ func ParseFusion(s string) (Fusion, error) {
 // index order, which is topological; a chunk not yet grouped starts a group,
 // and the group grows along the chunk's only (distinct) user while that
 // user's only (distinct) input is the chunk. Groups come out in topological
-// order, each in execution order, as rows of a CSR table.
-func fuseChains(cg *dag.ChunkGraph, users dag.CSR, lo int32, mode Fusion) dag.CSR {
+// order, each in execution order, as rows of a CSR table. sole is
+// soleUsers(cg) (unused, and may be nil, with FuseNone).
+func fuseChains(cg *dag.ChunkGraph, sole []int32, lo int32, mode Fusion) dag.CSR {
 	n := int32(cg.Len())
 	grouped := make([]bool, n)
 	off := make([]int32, 1, n-lo+1)
@@ -70,8 +71,8 @@ func fuseChains(cg *dag.ChunkGraph, users dag.CSR, lo int32, mode Fusion) dag.CS
 			if mode == FuseNone {
 				break
 			}
-			u, ok := only(users.Row(cur))
-			if !ok || grouped[u] {
+			u := sole[cur]
+			if u < 0 || grouped[u] {
 				break
 			}
 			if _, ok := only(cg.Inputs(u)); !ok {
@@ -82,6 +83,36 @@ func fuseChains(cg *dag.ChunkGraph, users dag.CSR, lo int32, mode Fusion) dag.CS
 		off = append(off, int32(len(dst)))
 	}
 	return dag.CSR{Off: off, Dst: dst}
+}
+
+// soleUsers returns, for every chunk of cg, its only distinct user: the
+// chunk that reads it, when exactly one chunk does (any number of times),
+// else -1. It is the one fact chain fusion needs of the users table, in one
+// pass and one slice.
+func soleUsers(cg *dag.ChunkGraph) []int32 {
+	const none, many = -1, -2
+	n := int32(cg.Len())
+	sole := make([]int32, n)
+	for i := range sole {
+		sole[i] = none
+	}
+	for c := int32(0); c < n; c++ {
+		for _, in := range cg.Inputs(c) {
+			switch sole[in] {
+			case none:
+				sole[in] = c
+			case c, many:
+			default:
+				sole[in] = many
+			}
+		}
+	}
+	for i, u := range sole {
+		if u == many {
+			sole[i] = none
+		}
+	}
+	return sole
 }
 
 // only returns the single distinct value of s, if s has exactly one.

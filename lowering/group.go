@@ -7,39 +7,11 @@ import (
 // buildSubtasks turns groups of chunks into a linked subtask graph. A chunk
 // is exported (becomes an object) when a chunk outside its group reads it or
 // when export marks it (a result, or a chunk later stages read). Chunks in
-// no group (fetched from earlier stages) belong to no subtask.
-func buildSubtasks(cg *dag.ChunkGraph, users dag.CSR, groups dag.CSR, export []bool) (*dag.SubtaskGraph, error) {
-	ng := groups.Rows()
-	groupOf := make([]int32, cg.Len())
-	for i := range groupOf {
-		groupOf[i] = -1
-	}
-	for g := int32(0); g < int32(ng); g++ {
-		for _, c := range groups.Row(g) {
-			groupOf[c] = g
-		}
-	}
-	sg := dag.NewSubtaskGraph(cg, ng)
-	var outs []int32
-	for g := int32(0); g < int32(ng); g++ {
-		outs = outs[:0]
-		for _, c := range groups.Row(g) {
-			exported := export[c]
-			if !exported {
-				for _, u := range users.Row(c) {
-					if groupOf[u] != g {
-						exported = true
-						break
-					}
-				}
-			}
-			if exported {
-				outs = append(outs, c)
-			}
-		}
-		sg.AddSubtask(groups.Row(g), outs)
-	}
-	if err := sg.Link(); err != nil {
+// no group (fetched from earlier stages) belong to no subtask. The graph
+// keeps groups.Dst as its table of chunks.
+func buildSubtasks(cg *dag.ChunkGraph, groups dag.CSR, export []bool) (*dag.SubtaskGraph, error) {
+	sg, err := dag.GroupSubtasks(cg, groups, export)
+	if err != nil {
 		return nil, dag.Errorf(dag.KindInternal, "grouping chunks into subtasks: %w", err)
 	}
 	return sg, nil

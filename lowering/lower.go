@@ -158,19 +158,21 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 		}
 	}
 
-	users := cg.Users()
 	var groups dag.CSR
 	var chunkRaylet []int32
 	switch opts.Fusion {
 	case FuseColoring:
+		users := cg.Users()
 		chunkRaylet = assignChunks(cg, users, nf, opts.Slots)
 		groups = fuseColoring(cg, users, nf, chunkRaylet, opts.ColorInitial, opts.Broadcast)
-	case FuseChain, FuseNone:
-		groups = fuseChains(cg, users, nf, opts.Fusion)
+	case FuseChain:
+		groups = fuseChains(cg, soleUsers(cg), nf, opts.Fusion)
+	case FuseNone:
+		groups = fuseChains(cg, nil, nf, opts.Fusion)
 	default:
 		return nil, dag.Errorf(dag.KindInvalidArgument, "lower task %d: unknown fusion %v", task, opts.Fusion)
 	}
-	sg, err := buildSubtasks(cg, users, groups, export)
+	sg, err := buildSubtasks(cg, groups, export)
 	if err != nil {
 		return nil, err
 	}
@@ -182,22 +184,46 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 		return nil, fmt.Errorf("allocate ids for %d subtasks of task %d: %w", sg.Len(), task, err)
 	}
 	sg.Task, sg.Stage, sg.Base = task, stage, base
-	prioritize(sg)
-	if opts.Fusion == FuseColoring {
-		for s := range sg.Subtasks {
-			if len(sg.Preds.Row(int32(s))) == 0 {
-				sg.Subtasks[s].Raylet = chunkRaylet[sg.ChunksOf(int32(s))[0]]
+	// Priorities and initial assignment write only the subtasks' Priority
+	// and Raylet; what follows reads only the graph's IDs, Owner and
+	// OutIndex. Each half is deterministic and they share nothing written,
+	// so they run side by side (on a second core when there is one) and
+	// the plan is the same as in sequence.
+	placed := make(chan struct{})
+	go func() {
+		defer close(placed)
+		prioritize(sg)
+		if opts.Fusion == FuseColoring {
+			for s := range sg.Subtasks {
+				if len(sg.Preds.Row(int32(s))) == 0 {
+					sg.Subtasks[s].Raylet = chunkRaylet[sg.ChunksOf(int32(s))[0]]
+				}
 			}
+		} else {
+			assignSubtasks(sg, opts.Slots)
 		}
-	} else {
-		assignSubtasks(sg, opts.Slots)
+	}()
+	p, err := t.finishStage(sg, cg, fetch, keep, lo, hi, complete)
+	<-placed
+	if err != nil {
+		return nil, err
 	}
 	t.stages++
 	t.subtasks += int64(sg.Len())
 	if invariants && complete {
 		t.checkEstimate(opts.Fusion)
 	}
+	return p, nil
+}
 
+// finishStage makes the plan of stage sg (of chunks cg, lowered from chunks
+// lo…hi-1 of the job, reading fetch from earlier stages): its fetches, the
+// objects it keeps, the job's results if complete, and what the next stage
+// needs. It reads of sg only its IDs, Owner and OutIndex.
+func (t *Tiled) finishStage(sg *dag.SubtaskGraph, cg *dag.ChunkGraph, fetch []int32, keep []bool, lo, hi int32, complete bool) (*Plan, error) {
+	task := sg.Task
+	nf := int32(len(fetch))
+	local := func(c int32) int32 { return nf + c - lo } // of a chunk of this stage
 	p := &Plan{Graph: t.Graph, Stage: sg, Final: complete}
 	if nf > 0 {
 		p.Fetches = make([]dag.ObjectID, nf)
@@ -223,12 +249,12 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 		}
 	}
 	t.lowered = hi
-	objectOf := func(c int32) (dag.ObjectID, bool) {
-		if cg == t.Chunks {
-			return sg.ObjectOf(c)
+	objectOf := sg.ObjectOf
+	if cg != t.Chunks {
+		objectOf = func(c int32) (dag.ObjectID, bool) {
+			id := t.objects[c]
+			return id, !id.IsZero()
 		}
-		id := t.objects[c]
-		return id, !id.IsZero()
 	}
 	if complete {
 		for _, o := range t.Graph.Outputs {

@@ -1,6 +1,7 @@
 package lowering
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/phobos-project/phobos/dag"
@@ -61,7 +62,7 @@ func TestFuseChains(t *testing.T) {
 	}
 	for _, c := range cases {
 		g := chunks(t, c.graph...)
-		got := rows(fuseChains(g, g.Users(), 0, c.mode))
+		got := rows(fuseChains(g, soleUsers(g), 0, c.mode))
 		if !equalRows(got, c.groups) {
 			t.Errorf("%s: groups %v, want %v", c.name, got, c.groups)
 		}
@@ -96,9 +97,8 @@ func TestQuotas(t *testing.T) {
 // are exported) with the given fusion and raylet slots.
 func lowerChunks(t *testing.T, g *dag.ChunkGraph, mode Fusion, slots []int) *dag.SubtaskGraph {
 	t.Helper()
-	users := g.Users()
 	isResult := make([]bool, g.Len())
-	sg, err := buildSubtasks(g, users, fuseChains(g, users, 0, mode), isResult)
+	sg, err := buildSubtasks(g, fuseChains(g, soleUsers(g), 0, mode), isResult)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +227,33 @@ func TestAssignNoRaylets(t *testing.T) {
 	for s := range sg.Subtasks {
 		if sg.Subtasks[s].Raylet != -1 {
 			t.Fatalf("subtask %d placed on %d without raylets", s, sg.Subtasks[s].Raylet)
+		}
+	}
+}
+
+// TestSoleUsers checks soleUsers against the users table on random graphs:
+// a chunk's sole user is its one distinct reader, else -1.
+func TestSoleUsers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 200; trial++ {
+		n := 1 + rng.IntN(30)
+		inputs := make([][]int32, n)
+		for i := 1; i < n; i++ {
+			for k := rng.IntN(4); k > 0; k-- {
+				inputs[i] = append(inputs[i], int32(rng.IntN(i)))
+			}
+		}
+		g := chunks(t, inputs...)
+		users := g.Users()
+		sole := soleUsers(g)
+		for c := int32(0); c < int32(n); c++ {
+			want, ok := only(users.Row(c))
+			if !ok {
+				want = -1
+			}
+			if sole[c] != want {
+				t.Fatalf("trial %d: sole user of %d is %d, want %d (graph %v)", trial, c, sole[c], want, inputs)
+			}
 		}
 	}
 }

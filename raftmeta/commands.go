@@ -147,8 +147,15 @@ type BeginStage struct {
 	Metas []byte `cbor:"3,keyasint,omitempty"`
 }
 
-// SetJobStatus moves a job forward. Error and Results are stored as given;
-// Time becomes Job.Finished when Status is terminal.
+// SetJobStatus moves a job forward. Error and the results are stored as
+// given; Time becomes Job.Finished when Status is terminal.
+//
+// The results come in one of two forms. Heads write ResultRuns: the result
+// object IDs as runs of consecutive subtasks (a job of ten million results
+// in order is one run of a few bytes, where the list took 17 bytes an ID in
+// every replica's log, log cache and state). Results, the list, is what
+// earlier heads wrote; such entries still decode and apply. A command
+// holds at most one of the two.
 type SetJobStatus struct {
 	Task    dag.TaskID     `cbor:"1,keyasint"`
 	Status  JobStatus      `cbor:"2,keyasint"`
@@ -157,7 +164,8 @@ type SetJobStatus struct {
 	Time    time.Time      `cbor:"5,keyasint"`
 	// Cause is the kind of the error that failed the job (user code, a
 	// missing function, ...), beside its status.
-	Cause dag.Kind `cbor:"6,keyasint,omitempty"`
+	Cause      dag.Kind        `cbor:"6,keyasint,omitempty"`
+	ResultRuns []dag.ObjectRun `cbor:"7,keyasint,omitempty"`
 }
 
 // DeleteJob forgets a terminal job and its stage and subtask sequences. The
@@ -260,6 +268,13 @@ func (c SetJobStatus) validate() error {
 		return invalid("set job status: %v is not a job status", c.Status)
 	case c.Status == JobSubmitted:
 		return invalid("set job status: job %d cannot be set back to SUBMITTED", c.Task)
+	case len(c.Results) > 0 && len(c.ResultRuns) > 0:
+		return invalid("set job %d status: both a result list and result runs; send one", c.Task)
+	}
+	for _, r := range c.ResultRuns {
+		if err := r.Check(); err != nil {
+			return invalid("set job %d status: %v", c.Task, err)
+		}
 	}
 	return checkTime(fmt.Sprintf("set job %d status", c.Task), c.Time)
 }

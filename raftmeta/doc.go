@@ -10,7 +10,9 @@
 //     dag.KindResourceExhausted error, never a wrap;
 //   - job records: the opaque tileable graph and options, the status
 //     (SUBMITTED → RUNNING → SUCCEEDED | FAILED | CANCELLED), the error, the
-//     result object IDs, and the committed stages with their index ranges;
+//     result object IDs (as runs of consecutive subtasks, dag.ObjectRun, or
+//     as a list in records written by earlier heads; Job.ResultIDs reads
+//     either), and the committed stages with their index ranges;
 //   - raylet membership: each raylet's ID, address, slots and store size;
 //   - the dedupe table: the results of the last Config.DedupeWindow request
 //     IDs, so a retry after an unknown outcome is answered, not re-applied.

@@ -203,7 +203,7 @@ func (s *state) apply(b Body) (Result, error) {
 		}
 		// The results are gone: keep the record, not their IDs (ten
 		// million subtasks' results are 120 MB on every head).
-		j.Released, j.Results = true, nil
+		j.Released, j.Results, j.ResultRuns = true, nil, nil
 		return Result{Task: c.Task}, nil
 	case RegisterRaylet:
 		r := c.Raylet
@@ -313,7 +313,7 @@ func (s *state) setJobStatus(c SetJobStatus) (Result, error) {
 	j.Status = c.Status
 	j.Error = c.Error
 	j.Cause = c.Cause
-	j.Results = c.Results
+	j.Results, j.ResultRuns = c.Results, c.ResultRuns
 	if c.Status.Terminal() {
 		j.Finished = normTime(c.Time)
 	}

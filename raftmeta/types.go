@@ -56,7 +56,7 @@ type Job struct {
 	Options   []byte         `cbor:"3,keyasint,omitempty"`
 	Status    JobStatus      `cbor:"4,keyasint"`
 	Error     string         `cbor:"5,keyasint,omitempty"`
-	Results   []dag.ObjectID `cbor:"6,keyasint,omitempty"`
+	Results   []dag.ObjectID `cbor:"6,keyasint,omitempty"` // see ResultRuns
 	Stages    []Stage        `cbor:"7,keyasint,omitempty"`
 	Submitted time.Time      `cbor:"8,keyasint"`
 	Finished  time.Time      `cbor:"9,keyasint"`
@@ -69,6 +69,19 @@ type Job struct {
 	Lowering []string `cbor:"12,keyasint,omitempty"`
 	// Cause is the kind of the error that failed the job (SetJobStatus).
 	Cause dag.Kind `cbor:"13,keyasint,omitempty"`
+	// ResultRuns are the result object IDs as runs (SetJobStatus); Results
+	// holds them instead for a job whose status was set by an earlier head.
+	// Read both with ResultIDs.
+	ResultRuns []dag.ObjectRun `cbor:"14,keyasint,omitempty"`
+}
+
+// ResultIDs returns the job's result object IDs, in order, from whichever
+// form its record holds them in.
+func (j Job) ResultIDs() []dag.ObjectID {
+	if len(j.ResultRuns) == 0 {
+		return j.Results
+	}
+	return dag.AppendRunIDs(make([]dag.ObjectID, 0, dag.RunsLen(j.ResultRuns)), j.ResultRuns)
 }
 
 // Raylet is the replicated identity of one raylet: who it is and where to

@@ -380,7 +380,7 @@ func raftBody(c sched.Command) raftmeta.Body {
 	case sched.SubmitJob:
 		return raftmeta.SubmitJob{Graph: c.Graph, Options: c.Options, Time: c.Time, Owner: c.Owner, Leader: c.Leader}
 	case sched.SetJobStatus:
-		return raftmeta.SetJobStatus{Task: c.Task, Status: c.State, Error: c.Error, Cause: c.Cause, Results: c.Results, Time: c.Time}
+		return raftmeta.SetJobStatus{Task: c.Task, Status: c.State, Error: c.Error, Cause: c.Cause, ResultRuns: c.Results, Time: c.Time}
 	case sched.BeginStage:
 		return raftmeta.BeginStage{Task: c.Task, N: c.N, Metas: c.Metas}
 	case sched.BeginLowering:

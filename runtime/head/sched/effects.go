@@ -137,7 +137,7 @@ type SetJobStatus struct {
 	State   dag.JobState
 	Error   string
 	Cause   dag.Kind
-	Results []dag.ObjectID
+	Results []dag.ObjectRun // the result object IDs, as runs
 	Time    time.Time
 }
 

@@ -738,8 +738,9 @@ type fakeRaft struct {
 }
 
 type fakeJob struct {
-	rec   JobRecord
-	graph []byte
+	rec     JobRecord
+	graph   []byte
+	results []dag.ObjectRun // as SetJobStatus recorded them
 }
 
 func newFakeRaft() *fakeRaft {
@@ -777,6 +778,7 @@ func (f *fakeRaft) apply(c Commit) (CommitResult, error) {
 			return res, dag.Errorf(dag.KindInvalidArgument, "set job %d to %v: the job already ended %v", cmd.Task, cmd.State, j.rec.State)
 		}
 		j.rec.State, j.rec.Error, j.rec.Cause = cmd.State, cmd.Error, cmd.Cause
+		j.results = cmd.Results
 		if cmd.State.Terminal() {
 			j.rec.Finished = normTime(cmd.Time)
 		}

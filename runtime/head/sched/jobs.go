@@ -552,9 +552,9 @@ func (l *Leader) stageEnded(k StageKey) {
 		}
 		return
 	}
-	var results []dag.ObjectID
+	var results []dag.ObjectRun
 	if info.Status == dag.JobSucceeded {
-		results = l.s.ResultIDs(k.Task)
+		results = l.s.ResultRuns(k.Task)
 	}
 	l.recordEnd(j, info.Status, info.Err, causeOf(info.Err), results)
 }
@@ -579,7 +579,7 @@ func (l *Leader) failStart(j *job, cause, told error) {
 // recordEnd commits a job's outcome. Waiters hear of the end once Raft has
 // it: a leader cut off from the other heads must not report an outcome it
 // cannot commit. The job's head memory is released either way.
-func (l *Leader) recordEnd(j *job, st dag.JobState, cause error, kind dag.Kind, results []dag.ObjectID) {
+func (l *Leader) recordEnd(j *job, st dag.JobState, cause error, kind dag.Kind, results []dag.ObjectRun) {
 	if j.phase >= phaseEnding {
 		return
 	}

@@ -1778,18 +1778,19 @@ func (s *scheduler) Job(task dag.TaskID) (JobInfo, bool) { return s.job(task, fa
 // JobResults reports on a job and, if it succeeded, locates its results.
 func (s *scheduler) JobResults(task dag.TaskID) (JobInfo, bool) { return s.job(task, true) }
 
-// ResultIDs lists the object IDs of a job's results (of its last stage
-// lowered), in output and grid order.
-func (s *scheduler) ResultIDs(task dag.TaskID) []dag.ObjectID {
+// ResultRuns lists the object IDs of a job's results (of its last stage
+// lowered), in output and grid order, as runs (a job's results in
+// lowering's order make a few runs, not an ID each).
+func (s *scheduler) ResultRuns(task dag.TaskID) []dag.ObjectRun {
 	js := s.tasks[task]
 	if len(js) == 0 {
 		return nil
 	}
-	var ids []dag.ObjectID
+	var runs []dag.ObjectRun
 	for _, r := range js[len(js)-1].plan.Results {
-		ids = append(ids, r.Objects...)
+		runs = dag.AppendObjectRuns(runs, r.Objects...)
 	}
-	return ids
+	return runs
 }
 
 func (s *scheduler) job(task dag.TaskID, results bool) (JobInfo, bool) {

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -441,5 +442,29 @@ func TestLateCompletionFromPreviousLeaderIsKept(t *testing.T) {
 		if sp.ID == p.Stage.ID(src) {
 			t.Fatal("the kept subtask was dispatched again")
 		}
+	}
+}
+
+// A succeeded job's results are recorded in Raft as runs of subtasks that
+// name the plan's result objects, in order; a job of many results in
+// lowering's order takes one run.
+func TestResultsRecordedAsRuns(t *testing.T) {
+	h := newTestHarness(t, 2)
+	a := tensor.Ones([]int64{40}, tensor.Chunks(2))
+	p := h.addJob(1, a.Add(a), 0) // 20 result chunks
+	h.run("A", "B")
+	if st, err := h.status(1, false); err != nil || st.Status != dag.JobSucceeded {
+		t.Fatalf("job %+v, %v", st, err)
+	}
+	var want []dag.ObjectID
+	for _, r := range p.Results {
+		want = append(want, r.Objects...)
+	}
+	runs := h.raft.jobs[1].results
+	if got := dag.AppendRunIDs(nil, runs); len(want) != 20 || !slices.Equal(got, want) {
+		t.Fatalf("recorded runs %+v name %v, want the results %v", runs, got, want)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("%d runs for %d results in order: %+v", len(runs), len(want), runs)
 	}
 }

@@ -1,0 +1,122 @@
+package lowering
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// assignWalkRef is assignWalk as it was before isolated nodes were dealt
+// (commit acac790), the reference TestAssignWalkMatchesReference holds it to.
+func assignWalkRef(g walkGraph, initial []int32, slots []int) []int32 {
+	raylet := make([]int32, g.n)
+	for i := range raylet {
+		raylet[i] = -1
+	}
+	if len(slots) == 0 || len(initial) == 0 {
+		return raylet
+	}
+	isInit := make([]bool, g.n)
+	for _, s := range initial {
+		isInit[s] = true
+	}
+	q := quotas(len(initial), slots)
+	byQuota := newQuotaHeap(q)
+	spread := (int(g.n-g.lo) + len(slots) - 1) / len(slots)
+	visited := make([]bool, g.n)
+	seen := make([]uint32, g.n) // walk number that queued each node
+	walk := uint32(0)
+	queue := make([]int32, 0, 64)
+	next := 0
+	enqueue := func(nb int32) {
+		if nb >= g.lo && seen[nb] != walk {
+			seen[nb] = walk
+			queue = append(queue, nb)
+		}
+	}
+	for {
+		for next < len(initial) && raylet[initial[next]] >= 0 {
+			next++
+		}
+		if next == len(initial) {
+			return raylet
+		}
+		r := -1
+		if len(byQuota.h) > 0 && q[byQuota.h[0]] > 0 {
+			r = int(byQuota.h[0])
+		}
+		if r < 0 {
+			// Quotas are spent but nodes remain (only with zero-slot
+			// raylets); place the rest round-robin.
+			for i, s := range initial[next:] {
+				if raylet[s] < 0 {
+					raylet[s] = int32((next + i) % len(slots))
+				}
+			}
+			return raylet
+		}
+		assigned, walked := 0, 0
+		walk++
+		queue = append(queue[:0], initial[next])
+		seen[initial[next]] = walk
+	bfs:
+		for h := 0; h < len(queue); h++ {
+			s := queue[h]
+			if !visited[s] {
+				visited[s] = true
+				walked++
+				if isInit[s] && raylet[s] < 0 {
+					raylet[s] = int32(r)
+					assigned++
+				}
+				if walked >= spread || assigned >= q[r] {
+					break bfs
+				}
+			}
+			for _, nb := range g.preds(s) {
+				enqueue(nb)
+			}
+			for _, nb := range g.succs(s) {
+				enqueue(nb)
+			}
+		}
+		q[r] -= assigned
+		byQuota.down(0) // r was the top; only its quota changed
+	}
+}
+
+// TestAssignWalkMatchesReference compares assignWalk with the walk it
+// replaced on random graphs mixing isolated nodes (runs of them shorter and
+// longer than the raylets) with connected ones, under random slots
+// (zeros included, and fewer slots than nodes).
+func TestAssignWalkMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := 0; trial < 400; trial++ {
+		n := 1 + rng.IntN(300)
+		inputs := make([][]int32, n)
+		for i := 1; i < n; i++ {
+			if rng.IntN(3) == 0 { // a third of the nodes read earlier ones
+				for k := 1 + rng.IntN(2); k > 0; k-- {
+					inputs[i] = append(inputs[i], int32(rng.IntN(i)))
+				}
+			}
+		}
+		g := chunks(t, inputs...)
+		users := g.Users()
+		wg := walkGraph{n: int32(n), preds: g.Inputs, succs: users.Row}
+		var initial []int32
+		for c := int32(0); c < int32(n); c++ {
+			if len(g.Inputs(c)) == 0 {
+				initial = append(initial, c)
+			}
+		}
+		slots := make([]int, 1+rng.IntN(12))
+		for i := range slots {
+			slots[i] = rng.IntN(5)
+		}
+		got, want := assignWalk(wg, initial, slots), assignWalkRef(wg, initial, slots)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d: slots %v, graph %v:\n got %v\nwant %v", trial, slots, inputs, got, want)
+		}
+	}
+}
