@@ -78,8 +78,14 @@ type Raylet struct {
 	logHandler *tasklog.Handler
 }
 
-// pullWait is how long the head may hold a pull while it has no work.
-const pullWait = 2 * time.Second
+// pullWait is how long the head may hold a pull while it has no work: the
+// most it allows (sched's maxPullWait). The head answers a held pull as
+// soon as it has work for the raylet; a head that steps down answers the
+// pulls it holds (and the call goes on to the new leader), and a session
+// the leader check finds deaf is closed, ending its pull. So the wait
+// only sets how often an idle raylet asks again, and each ask wakes both
+// processes.
+const pullWait = 30 * time.Second
 
 // Start opens the store and listener, connects to the head leader and
 // starts pulling work. It returns once the listener is up; registration
