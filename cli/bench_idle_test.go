@@ -38,6 +38,49 @@ func TestCPUSecondsCountsThisProcess(t *testing.T) {
 	}
 }
 
+// TestSchedCPUSecondsCountsThisProcess: the scheduler's count of this
+// process's CPU grows by what the process burns, and the tick count of
+// /proc/PID/stat, which samples the same time, grows too.
+func TestSchedCPUSecondsCountsThisProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc: not Linux")
+	}
+	before, err := schedCPUSeconds(os.Getpid())
+	if err != nil {
+		t.Skipf("no schedstat on this kernel: %v", err)
+	}
+	ticks, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for {
+		for i := range 1 << 20 {
+			x += i
+		}
+		now, err := schedCPUSeconds(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now-before >= 0.2 {
+			break
+		}
+	}
+	if x == 42 {
+		t.Log(x) // keep the loop
+	}
+	after, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= ticks {
+		t.Errorf("/proc/self/stat's CPU stayed at %.2fs while schedstat counted 0.2s more", ticks)
+	}
+	if _, err := schedCPUSeconds(1 << 30); err == nil {
+		t.Error("schedCPUSeconds of a process that does not exist gave no error")
+	}
+}
+
 // TestCtxSwitchesCountsThisProcess sums this process's threads' context
 // switches: a Go test binary has several threads that have all slept at
 // least once, and the count only grows.
