@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,22 +26,30 @@ type idleResult struct {
 	Seconds float64 `json:"seconds"`
 	// CPUPercent is user+system CPU over the window, in percent of one core.
 	CPUPercent float64 `json:"cpu_percent"`
+	// Switches is the context switches per second of all the process's
+	// threads over the window, voluntary and not: each is a thread that
+	// slept and was woken, so this counts wake-ups, and it varies less with
+	// the machine's load than CPUPercent does.
+	Switches float64 `json:"ctx_switches_per_s"`
 }
 
 // runIdleBench starts a cluster as `phobos up` does (heads and raylets
 // as child processes of this binary), waits settle for elections and
-// registrations to end, and reports each process's CPU over window from
-// /proc/PID/stat. Issue 17's targets: leader ≤ 1% of a core, each
+// registrations to end, and reports each process's CPU over window (from
+// the scheduler's count, /proc/PID/task/*/schedstat, else /proc/PID/stat)
+// and its context switches (/proc/PID/task/*/status).
+// Like `phobos up`, every process serves its web service (and so collects
+// metrics) unless noHTTP. Issue 17's targets: leader ≤ 1% of a core, each
 // follower ≤ 0.5%, each raylet ≤ 0.2%.
-func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle, window time.Duration, insecure, asJSON bool) error {
+func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle, window time.Duration, headFlags []string, noHTTP, insecure, asJSON bool) error {
 	dir, err := os.MkdirTemp("", "phobos-idle-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	c, err := cluster.Start(startCtx, cluster.Spec{Binary: binary, Dir: dir, Heads: heads, Raylets: raylets, Insecure: insecure,
-		HeadArgs: []string{"--log-level", "warn"}, RayletArgs: []string{"--log-level", "warn"}})
+	c, err := cluster.Start(startCtx, cluster.Spec{Binary: binary, Dir: dir, Heads: heads, Raylets: raylets, Insecure: insecure, HTTP: !noHTTP,
+		HeadArgs: append([]string{"--log-level", "warn"}, headFlags...), RayletArgs: []string{"--log-level", "warn"}})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("bench --idle: start a cluster of %d heads and %d raylets: %w", heads, raylets, err)
@@ -76,9 +86,18 @@ func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle
 	before := leader() // the status call itself is outside the window
 
 	procs := append(append([]*cluster.Proc{}, c.Heads...), c.Raylets...)
+	// The scheduler's own count where the kernel gives it, else ticks.
+	cpu := schedCPUSeconds
+	if _, err := cpu(os.Getpid()); err != nil {
+		cpu = cpuSeconds
+	}
 	start := make([]float64, len(procs))
+	startSw := make([]int64, len(procs))
 	for i, p := range procs {
-		if start[i], err = cpuSeconds(p.PID()); err != nil {
+		if start[i], err = cpu(p.PID()); err != nil {
+			return err
+		}
+		if startSw[i], err = ctxSwitches(p.PID()); err != nil {
 			return err
 		}
 	}
@@ -91,7 +110,11 @@ func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle
 	secs := time.Since(t0).Seconds()
 	var results []idleResult
 	for i, p := range procs {
-		end, err := cpuSeconds(p.PID())
+		end, err := cpu(p.PID())
+		if err != nil {
+			return err
+		}
+		endSw, err := ctxSwitches(p.PID())
 		if err != nil {
 			return err
 		}
@@ -102,7 +125,7 @@ func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle
 				role = "leader"
 			}
 		}
-		results = append(results, idleResult{Name: "idle", Process: p.ID, Role: role, PID: p.PID(), Seconds: secs, CPUPercent: 100 * (end - start[i]) / secs})
+		results = append(results, idleResult{Name: "idle", Process: p.ID, Role: role, PID: p.PID(), Seconds: secs, CPUPercent: 100 * (end - start[i]) / secs, Switches: float64(endSw-startSw[i]) / secs})
 	}
 	if after := leader(); after != before {
 		return fmt.Errorf("bench --idle: the leader changed during the window (%q, then %q): an idle cluster should keep its leader; see the heads' logs in %s", before, after, dir)
@@ -115,9 +138,9 @@ func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "process\trole\tpid\tCPU %% of a core over %.0fs\t\n", secs)
+	fmt.Fprintf(tw, "process\trole\tpid\tCPU %% of a core over %.0fs\tcontext switches/s\t\n", secs)
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t\n", r.Process, r.Role, r.PID, r.CPUPercent)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t\n", r.Process, r.Role, r.PID, r.CPUPercent, r.Switches)
 	}
 	return tw.Flush()
 }
@@ -150,10 +173,74 @@ func cpuSeconds(pid int) (float64, error) {
 	return float64(ut+st) / clockTicks, nil
 }
 
+// schedCPUSeconds is the CPU time process pid's live threads have used,
+// as the scheduler counts it in nanoseconds (the first field of
+// /proc/PID/task/TID/schedstat). /proc/PID/stat's utime and stime are
+// clock ticks, charged to whichever thread runs when the tick comes: a
+// process that wakes for 100 µs dozens of times a second is charged by
+// luck, and 20 s of 1 % of a core is only 20 such ticks.
+func schedCPUSeconds(pid int) (float64, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("bench --idle: list the threads of process %d: %w", pid, err)
+	}
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread ended meanwhile
+		}
+		if err != nil {
+			return 0, fmt.Errorf("bench --idle: CPU time of process %d: %w", pid, err)
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, fmt.Errorf("bench --idle: %s/%s/schedstat is empty", dir, t.Name())
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench --idle: %s/%s/schedstat: %w", dir, t.Name(), err)
+		}
+		ns += n
+	}
+	return float64(ns) / 1e9, nil
+}
+
+// ctxSwitches is the number of context switches, voluntary and
+// involuntary, that process pid's live threads have had.
+func ctxSwitches(pid int) (int64, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("bench --idle: list the threads of process %d: %w", pid, err)
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok || k != "voluntary_ctxt_switches" && k != "nonvoluntary_ctxt_switches" {
+				continue
+			}
+			c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("bench --idle: %s/%s/status: %s %q: %w", dir, t.Name(), k, v, err)
+			}
+			n += c
+		}
+	}
+	return n, nil
+}
+
 // idleFlags are bench's flags for the idle measurement.
 type idleFlags struct {
-	on             bool
+	on, noHTTP     bool
 	binary         string
+	headFlags      string
 	heads, raylets int
 	settle, window time.Duration
 }
@@ -167,6 +254,8 @@ func registerIdleFlags(fs interface {
 	f := &idleFlags{}
 	fs.BoolVar(&f.on, "idle", false, "instead of the benchmarks: start a cluster of --idle-heads heads and --idle-raylets raylets, let it settle, and report each process's CPU over --idle-for")
 	fs.StringVar(&f.binary, "idle-binary", "", "the phobos binary the --idle cluster runs (default this one): to compare releases side by side")
+	fs.BoolVar(&f.noHTTP, "idle-no-http", false, "the --idle cluster's processes serve no web service (and collect no metrics); by default they do, as under phobos up")
+	fs.StringVar(&f.headFlags, "idle-head-flags", "", "more flags for every head of the --idle cluster, separated by spaces (\"--raft-heartbeat 1s --raft-election 1s --raft-lease 500ms\"): to see what other settings cost")
 	fs.IntVar(&f.heads, "idle-heads", 3, "heads of the --idle cluster")
 	fs.IntVar(&f.raylets, "idle-raylets", 2, "raylets of the --idle cluster")
 	fs.DurationVar(&f.settle, "idle-settle", 5*time.Second, "how long the --idle cluster runs before the window")
@@ -181,5 +270,5 @@ func (f *idleFlags) run(ctx context.Context, insecure, asJSON bool) error {
 	if f.raylets < 0 || f.window <= 0 || f.settle < 0 {
 		return usagef("--idle-raylets, --idle-for and --idle-settle must not be negative (and --idle-for not zero)")
 	}
-	return runIdleBench(ctx, f.binary, f.heads, f.raylets, f.settle, f.window, insecure, asJSON)
+	return runIdleBench(ctx, f.binary, f.heads, f.raylets, f.settle, f.window, strings.Fields(f.headFlags), f.noHTTP, insecure, asJSON)
 }

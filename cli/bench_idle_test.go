@@ -38,6 +38,81 @@ func TestCPUSecondsCountsThisProcess(t *testing.T) {
 	}
 }
 
+// TestSchedCPUSecondsCountsThisProcess: the scheduler's count of this
+// process's CPU grows by what the process burns, and the tick count of
+// /proc/PID/stat, which samples the same time, grows too.
+func TestSchedCPUSecondsCountsThisProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc: not Linux")
+	}
+	before, err := schedCPUSeconds(os.Getpid())
+	if err != nil {
+		t.Skipf("no schedstat on this kernel: %v", err)
+	}
+	ticks, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for {
+		for i := range 1 << 20 {
+			x += i
+		}
+		now, err := schedCPUSeconds(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now-before >= 0.2 {
+			break
+		}
+	}
+	if x == 42 {
+		t.Log(x) // keep the loop
+	}
+	after, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= ticks {
+		t.Errorf("/proc/self/stat's CPU stayed at %.2fs while schedstat counted 0.2s more", ticks)
+	}
+	if _, err := schedCPUSeconds(1 << 30); err == nil {
+		t.Error("schedCPUSeconds of a process that does not exist gave no error")
+	}
+}
+
+// TestCtxSwitchesCountsThisProcess sums this process's threads' context
+// switches: a Go test binary has several threads that have all slept at
+// least once, and the count only grows.
+func TestCtxSwitchesCountsThisProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc: not Linux")
+	}
+	first, err := ctxSwitches(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first <= 0 {
+		t.Fatalf("context switches of this process: %d, want more than 0", first)
+	}
+	// A goroutine blocked on a channel the test fills parks; waking it
+	// may switch threads, never un-switch them.
+	done := make(chan int)
+	go func() { done <- <-done }()
+	done <- 1
+	<-done
+	second, err := ctxSwitches(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second < first {
+		t.Errorf("context switches went down: %d, then %d", first, second)
+	}
+	if _, err := ctxSwitches(1 << 30); err == nil {
+		t.Error("ctxSwitches of a process that does not exist gave no error")
+	}
+}
+
 // TestLoopbackRTT completes the in-process round trips and reports a rate.
 func TestLoopbackRTT(t *testing.T) {
 	rate, err := loopbackRTT()

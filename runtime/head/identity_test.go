@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,12 @@ type fakeRaylet struct {
 	addr string
 	stop chan struct{} // closes to stop heartbeats
 	once sync.Once
+
+	// asCalls makes the heartbeats calls, as raylets send them, each
+	// answered with the leader: answered counts the answers naming h1,
+	// others the rest (errors included).
+	asCalls          bool
+	answered, others atomic.Int64
 }
 
 func dialRaylet(t *testing.T, ctx context.Context, s *Server, id, addr string) *fakeRaylet {
@@ -81,7 +88,16 @@ func (f *fakeRaylet) heartbeat() {
 			case <-f.stop:
 				return
 			case <-t.C:
-				f.sess.Send(wire.MethodHeartbeat, wire.Heartbeat{})
+				if !f.asCalls {
+					f.sess.Send(wire.MethodHeartbeat, wire.Heartbeat{})
+					continue
+				}
+				var ld wire.Leader
+				if err := f.sess.Call(context.Background(), wire.MethodHeartbeat, wire.Heartbeat{}, &ld); err == nil && ld.ID == "h1" {
+					f.answered.Add(1)
+				} else {
+					f.others.Add(1)
+				}
 			}
 		}
 	}()
@@ -126,6 +142,29 @@ func TestLiveRayletIDIsRefused(t *testing.T) {
 	}
 	if a.sess.Err() != nil {
 		t.Fatalf("the holder's session was closed: %v", a.sess.Err())
+	}
+}
+
+// TestHeartbeatCallsKeepTheID: heartbeats sent as calls (a raylet's
+// leader check) show the raylet alive as messages do, so a second process
+// asking for its ID is refused, and each is answered with the leader.
+func TestHeartbeatCallsKeepTheID(t *testing.T) {
+	ctx := testCtx(t)
+	s := startIdentityHead(t, 5*time.Second)
+	a := dialRaylet(t, ctx, s, "r1", "127.0.0.1:1111")
+	if err := a.register(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	a.asCalls = true
+	a.heartbeat()
+	testutil.WaitFor(t, 10*time.Second, "a heartbeat call answered", func() bool { return a.answered.Load() > 0 })
+	b := dialRaylet(t, ctx, s, "r1", "127.0.0.1:2222")
+	if err := b.register(ctx, "r1"); !errors.Is(err, dag.ErrInvalidArgument) {
+		t.Fatalf("second registration of r1: %v, want an invalid-argument refusal", err)
+	}
+	a.silence()
+	if n := a.others.Load(); n != 0 {
+		t.Errorf("%d heartbeat calls failed or named another leader than h1", n)
 	}
 }
 

@@ -339,6 +339,16 @@ func (s *Server) serveCall(ctx context.Context, sess *transport.Session, c calle
 	case wire.MethodLeader:
 		id, addr := s.node.Leader()
 		return wire.Leader{ID: id, Addr: addr}, nil
+	case wire.MethodHeartbeat:
+		// A raylet's heartbeat as a call is also its leader check: one
+		// exchange a second instead of a message and a call.
+		var msg wire.Heartbeat
+		if err := b.Decode(&msg); err != nil {
+			return nil, err
+		}
+		s.heartbeat(sess, msg)
+		id, addr := s.node.Leader()
+		return wire.Leader{ID: id, Addr: addr}, nil
 	case wire.MethodClusterStatus:
 		return s.clusterStatus(ctx, b)
 	case wire.MethodRegisterRaylet:
@@ -477,12 +487,17 @@ func (s *Server) HandleMessage(sess *transport.Session, m transport.Method, b tr
 			s.log.Warn("bad heartbeat", "from", sess.RemoteID(), "err", err)
 			return
 		}
-		select {
-		case s.events <- &envelope{ev: &sched.Heartbeat{Session: sess, Heartbeat: msg}}:
-		case <-s.ctx.Done():
-		}
+		s.heartbeat(sess, msg)
 	default:
 		s.log.Warn("unknown message", "method", m, "from", sess.RemoteID())
+	}
+}
+
+// heartbeat hands a raylet's heartbeat, a message or a call, to the loop.
+func (s *Server) heartbeat(sess *transport.Session, msg wire.Heartbeat) {
+	select {
+	case s.events <- &envelope{ev: &sched.Heartbeat{Session: sess, Heartbeat: msg}}:
+	case <-s.ctx.Done():
 	}
 }
 

@@ -49,6 +49,11 @@ type Config struct {
 	CheckInterval time.Duration
 	// CheckTimeout bounds one check; default 3s.
 	CheckTimeout time.Duration
+	// Check asks the head of s who leads, for the check; nil calls
+	// MethodLeader. A raylet makes its heartbeat the question (a call the
+	// head answers with the leader), so that one exchange a second does
+	// both.
+	Check func(ctx context.Context, s *transport.Session) (wire.Leader, error)
 	// AttemptTimeout bounds the dial and the leader question at one head,
 	// so a head whose packets vanish (its machine gone without a reset)
 	// costs seconds before the next head is tried, not the system's
@@ -111,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Retry == (backoff.Policy{}) {
 		c.Retry = d.Retry
+	}
+	if c.Check == nil {
+		c.Check = AskLeader
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -253,8 +261,7 @@ func (c *Conn) check(s *transport.Session, addr string) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CheckTimeout)
-		var ld wire.Leader
-		err := s.Call(ctx, wire.MethodLeader, struct{}{}, &ld)
+		ld, err := c.cfg.Check(ctx, s)
 		cancel()
 		switch {
 		case s.Err() != nil:
@@ -271,6 +278,14 @@ func (c *Conn) check(s *transport.Session, addr string) {
 		c.drop(s)
 		return
 	}
+}
+
+// AskLeader asks the head of s who leads (MethodLeader): the check's
+// question unless Config.Check names another.
+func AskLeader(ctx context.Context, s *transport.Session) (wire.Leader, error) {
+	var ld wire.Leader
+	err := s.Call(ctx, wire.MethodLeader, struct{}{}, &ld)
+	return ld, err
 }
 
 // connect asks the known heads who leads and connects to the leader.

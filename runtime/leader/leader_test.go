@@ -98,6 +98,26 @@ func TestCheckFollowsANewLeader(t *testing.T) {
 	waitLeader(t, c, "b")
 }
 
+// Config.Check is the check's question: one that names another leader
+// moves the Conn there, although head a, asked MethodLeader, names
+// itself.
+func TestCheckAsksConfigCheck(t *testing.T) {
+	heads := startFakeHeads(t, "a", "b")
+	heads["b"].leader.Store("b")
+	var asked atomic.Int64
+	c := New(Config{Heads: []string{heads["a"].addr},
+		Transport: transport.Config{Insecure: true, Token: testToken, NodeID: "raylet"}, CheckInterval: 50 * time.Millisecond, CheckTimeout: time.Second,
+		Check: func(ctx context.Context, s *transport.Session) (wire.Leader, error) {
+			asked.Add(1)
+			return wire.Leader{ID: "b", Addr: heads["b"].addr}, nil
+		}})
+	defer c.Close()
+	waitLeader(t, c, "b")
+	if asked.Load() == 0 {
+		t.Error("the session moved to b without Config.Check being asked")
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	d := DefaultConfig()
 	if d.CheckInterval <= 0 || d.CheckTimeout <= 0 || d.AttemptTimeout <= 0 || d.Retry.Base <= 0 || d.Retry.Max < d.Retry.Base {

@@ -66,7 +66,9 @@ type Config struct {
 	// the raylet's ID and Logger to the raylet's.
 	Store objectstore.Config
 	// HeartbeatInterval is how often the raylet reports to the leader;
-	// keep it well under the head's raylet timeout. Default 1s.
+	// keep it well under the head's raylet timeout. The report is also the
+	// leader check (leader.Config.CheckInterval): a leader that does not
+	// answer it within 3s is left for another. Default 1s.
 	HeartbeatInterval time.Duration
 	// CancelGrace is how long an interrupted kernel may run on before it is
 	// abandoned: reported cancelled, its slot given a new worker, and

@@ -61,7 +61,7 @@ type fakeHead struct {
 
 func (h *fakeHead) HandleCall(_ context.Context, _ *transport.Session, m transport.Method, _ transport.Body) (any, error) {
 	switch m {
-	case wire.MethodLeader:
+	case wire.MethodLeader, wire.MethodHeartbeat: // a heartbeat call is the leader check
 		return wire.Leader{ID: "h1", Addr: h.addr}, nil
 	case wire.MethodRegisterRaylet:
 		h.calls.Add(1)

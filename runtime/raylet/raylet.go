@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/ctxutil"
 	"github.com/phobos-project/phobos/objectstore"
 	"github.com/phobos-project/phobos/runtime/leader"
 	"github.com/phobos-project/phobos/runtime/metrics"
@@ -78,8 +79,14 @@ type Raylet struct {
 	logHandler *tasklog.Handler
 }
 
-// pullWait is how long the head may hold a pull while it has no work.
-const pullWait = 2 * time.Second
+// pullWait is how long the head may hold a pull while it has no work: the
+// most it allows (sched's maxPullWait). The head answers a held pull as
+// soon as it has work for the raylet; a head that steps down answers the
+// pulls it holds (and the call goes on to the new leader), and a session
+// the leader check finds deaf is closed, ending its pull. So the wait
+// only sets how often an idle raylet asks again, and each ask wakes both
+// processes.
+const pullWait = 30 * time.Second
 
 // Start opens the store and listener, connects to the head leader and
 // starts pulling work. It returns once the listener is up; registration
@@ -176,6 +183,10 @@ func Start(ctx context.Context, cfg Config) (*Raylet, error) {
 		Handler:   headHandler{r},
 		OnConnect: r.register,
 		Logger:    log,
+		// The heartbeat is the leader check: one call a second asks the
+		// head who leads and tells it the raylet lives.
+		CheckInterval: cfg.HeartbeatInterval,
+		Check:         r.heartbeat,
 	})
 	r.mu.Lock()
 	for k := range cfg.Slots {
@@ -187,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (*Raylet, error) {
 	go r.acceptBulk(ln.BulkListener())
 	go r.pullLoop()
 	go r.reportLoop()
-	go r.heartbeatLoop()
+	go r.keepSession()
 	r.step(&event{kind: evRoom, room: store.Stats().Capacity, at: time.Now()}) // the first pull
 	return r, nil
 }
@@ -436,31 +447,50 @@ func (r *Raylet) cancelSubtasks(ids []dag.SubtaskID) {
 	r.step(&event{kind: evCancel, ids: ids, at: time.Now()})
 }
 
-func (r *Raylet) heartbeatLoop() {
+// keepSession keeps a session to the leader open, so that the leader
+// check, and with it the heartbeat, goes on while no pull or report needs
+// one (every slot busy with a long subtask, say). It waits on the session
+// and connects again when it ends: at once after a session that lasted,
+// at most once a heartbeat interval otherwise.
+func (r *Raylet) keepSession() {
 	defer r.wg.Done()
-	t := time.NewTicker(r.cfg.HeartbeatInterval)
-	defer t.Stop()
 	for {
-		select {
-		case <-r.ctx.Done():
+		start := time.Now()
+		if s, err := r.head.Session(r.ctx); err == nil {
+			select {
+			case <-s.Done():
+			case <-r.ctx.Done():
+				return
+			}
+		}
+		if ctxutil.Sleep(r.ctx, r.cfg.HeartbeatInterval-time.Since(start)) != nil {
 			return
-		case <-t.C:
-		}
-		s, err := r.head.Session(r.ctx)
-		if err != nil {
-			continue
-		}
-		r.mu.Lock()
-		running := r.m.Running()
-		r.mu.Unlock()
-		hb := wire.Heartbeat{Store: r.storeStats(), Running: running}
-		if src := r.tcfg.TLS; src != nil {
-			hb.CertNotAfter = src.NotAfter()
-		}
-		if err := s.Send(wire.MethodHeartbeat, hb); err != nil {
-			r.log.Debug("heartbeat", "err", err)
 		}
 	}
+}
+
+// heartbeat tells the leader on s that the raylet lives and how it is
+// doing, and asks it who leads: the leader check (leader.Config.Check),
+// every HeartbeatInterval. A head from before heartbeats were calls
+// refuses the call as an unknown method; it gets the heartbeat as a
+// message and the question as MethodLeader.
+func (r *Raylet) heartbeat(ctx context.Context, s *transport.Session) (wire.Leader, error) {
+	r.mu.Lock()
+	running := r.m.Running()
+	r.mu.Unlock()
+	hb := wire.Heartbeat{Store: r.storeStats(), Running: running}
+	if src := r.tcfg.TLS; src != nil {
+		hb.CertNotAfter = src.NotAfter()
+	}
+	var ld wire.Leader
+	err := s.Call(ctx, wire.MethodHeartbeat, hb, &ld)
+	if !errors.Is(err, dag.ErrInvalidArgument) {
+		return ld, err
+	}
+	if err := s.Send(wire.MethodHeartbeat, hb); err != nil {
+		return ld, fmt.Errorf("heartbeat: %w", err)
+	}
+	return leader.AskLeader(ctx, s)
 }
 
 // freeObjects deletes objects the head says nobody needs any more.

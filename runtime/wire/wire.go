@@ -29,7 +29,7 @@ const (
 	MethodRegisterRaylet transport.Method = 10
 	MethodPull           transport.Method = 11 // call; long-polls until work or timeout
 	MethodComplete       transport.Method = 12 // one-way batch of completions
-	MethodHeartbeat      transport.Method = 13 // one-way
+	MethodHeartbeat      transport.Method = 13 // one-way, or a call answered with Leader (the raylet's leader check)
 	MethodGoodbye        transport.Method = 14 // call: the raylet is shutting down
 
 	MethodSubmitJob  transport.Method = 20
