@@ -74,10 +74,15 @@ func (s *Server) run() {
 		select {
 		case env := <-s.events:
 			s.handle(env)
+		case <-s.beats.ready:
+			s.stepBeats()
 		case <-s.timers.C():
 			s.fireTimers()
 		case <-tick.C:
 			if s.lead != nil {
+				// Every heartbeat that arrived counts before liveness is
+				// judged, however long the loop was busy.
+				s.stepBeats()
 				s.step(&sched.Tick{})
 			}
 			s.checkRemoved()

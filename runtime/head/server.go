@@ -54,6 +54,7 @@ type Server struct {
 	// events is the event loop's inbox; everything below it to meta is the
 	// loop's own.
 	events chan *envelope
+	beats  *beats
 	calls  atomic.Uint64
 	lead   *leadership // nil unless this head leads
 	epochs uint64
@@ -124,6 +125,7 @@ func Start(cfg Config) (*Server, error) {
 		ctx: ctx, cancel: cancel,
 		accepted:   map[*transport.Session]struct{}{},
 		events:     make(chan *envelope, 256),
+		beats:      newBeats(),
 		ownMarks:   sched.OwnMarks{},
 		graphSlots: make(chan struct{}, graphsAtOnce),
 		relead:     make(chan struct{}, 1),
@@ -477,10 +479,7 @@ func (s *Server) HandleMessage(sess *transport.Session, m transport.Method, b tr
 			s.log.Warn("bad heartbeat", "from", sess.RemoteID(), "err", err)
 			return
 		}
-		select {
-		case s.events <- &envelope{ev: &sched.Heartbeat{Session: sess, Heartbeat: msg}}:
-		case <-s.ctx.Done():
-		}
+		s.beats.add(sess, msg) // the loop applies it before its next liveness check (beats.go)
 	default:
 		s.log.Warn("unknown message", "method", m, "from", sess.RemoteID())
 	}
