@@ -62,6 +62,7 @@ type leadership struct {
 	ctx     context.Context // ends when the leadership does
 	cancel  context.CancelFunc
 	pending map[sched.Call]*envelope
+	resume  bool // the last step asked for Resume (Effects.Resume)
 }
 
 // run is the event loop.
@@ -71,6 +72,21 @@ func (s *Server) run() {
 	tick := time.NewTicker(max(s.cfg.RayletTimeout/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
+		if l := s.lead; l != nil && l.resume {
+			// A wave of work is being handed out a slice a step: let
+			// one event that waits in first (a raylet's pull that
+			// brings back the last slice's completions, a call), then
+			// the next slice.
+			select {
+			case env := <-s.events:
+				s.handle(env)
+			default:
+			}
+			if s.lead == l && l.resume {
+				s.step(&sched.Resume{})
+			}
+			continue
+		}
 		select {
 		case env := <-s.events:
 			s.handle(env)
@@ -156,6 +172,7 @@ func (s *Server) step(ev sched.Event) {
 // carryOut does what one Step asked, in the loop: nothing here blocks.
 func (s *Server) carryOut(fx *sched.Effects) {
 	l := s.lead
+	l.resume = fx.Resume
 	for i := range fx.Pulls {
 		p := &fx.Pulls[i]
 		// The specs share the machine's buffers: encode them now.
