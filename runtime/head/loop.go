@@ -73,14 +73,12 @@ func (s *Server) run() {
 	defer tick.Stop()
 	for {
 		if l := s.lead; l != nil && l.resume {
-			// A wave of work is being handed out a slice a step: let
-			// one event that waits in first (a raylet's pull that
-			// brings back the last slice's completions, a call), then
-			// the next slice.
-			select {
-			case env := <-s.events:
-				s.handle(env)
-			default:
+			// A wave of work is being handed out a slice a step: first
+			// the events waiting now (pulls that bring back the last
+			// slices' completions, calls), then the next slice. Only
+			// this loop receives from events, so they are there.
+			for n := len(s.events); n > 0 && s.lead == l; n-- {
+				s.handle(<-s.events)
 			}
 			if s.lead == l && l.resume {
 				s.step(&sched.Resume{})
