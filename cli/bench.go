@@ -60,6 +60,14 @@ func newBenchCmd() *cobra.Command {
 		if *echo {
 			return runEcho()
 		}
+		// With --sim-raylets, each job's CPU profile goes to
+		// --cpuprofile's file, named after the job: a profile of the
+		// whole process would mix in the thousand raylets' registration
+		// and goodbyes, which dwarf a job.
+		simProfile := ""
+		if *simRaylets > 0 {
+			simProfile, prof.cpu = prof.cpu, ""
+		}
 		stopProfiles, err := prof.start()
 		if err != nil {
 			return err
@@ -98,7 +106,7 @@ func newBenchCmd() *cobra.Command {
 			if *simSlots < 1 || (*heads != 1 && *heads != 3 && *heads != 5) {
 				return usagef("--sim-slots must be at least 1 and --heads 1, 3 or 5")
 			}
-			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), json: *asJSON, log: log}
+			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), json: *asJSON, log: log, profile: simProfile}
 			for _, j := range []string{"independent", "seed"} {
 				if run(j) {
 					b.jobs = append(b.jobs, j)

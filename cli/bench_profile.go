@@ -16,7 +16,7 @@ type profileFlags struct{ cpu, trace string }
 
 func registerProfileFlags(fs *pflag.FlagSet) *profileFlags {
 	f := &profileFlags{}
-	fs.StringVar(&f.cpu, "cpuprofile", "", "write a CPU profile of this process to this file")
+	fs.StringVar(&f.cpu, "cpuprofile", "", "write a CPU profile of this process to this file (with --sim-raylets, of each job while it runs, to FILE.JOB)")
 	fs.StringVar(&f.trace, "trace", "", "write an execution trace of this process to this file (go tool trace)")
 	return f
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"text/tabwriter"
@@ -20,6 +21,7 @@ type simBench struct {
 	jobs                  []string // "independent", "seed"
 	n                     int64    // subtasks per job
 	json                  bool
+	profile               string // each job's CPU profile goes to profile + "." + job ("": none)
 	log                   *slog.Logger
 }
 
@@ -46,7 +48,16 @@ func runSimBench(ctx context.Context, b simBench) error {
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
-		r, err := c.Run(ctx, cl, job, g)
+		var prof io.Writer
+		if b.profile != "" {
+			f, err := os.Create(b.profile + "." + job)
+			if err != nil {
+				return fmt.Errorf("bench: --cpuprofile: %w", err)
+			}
+			defer f.Close()
+			prof = f
+		}
+		r, err := c.Run(ctx, cl, job, g, prof)
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -72,8 +73,10 @@ type Result struct {
 }
 
 // Run submits g through cl, waits for it to finish and releases it,
-// measuring the heads as it goes.
-func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phobos.Graph) (Result, error) {
+// measuring the heads as it goes. The CPU profile of the run (while the job
+// runs, of the whole process, labelled as Start says) is also written to
+// prof unless it is nil.
+func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phobos.Graph, prof io.Writer) (Result, error) {
 	r := Result{Name: "sim_raylets", Job: job, SimRaylets: c.cfg.Raylets, Slots: c.cfg.Slots, Heads: c.cfg.Heads}
 	var before, done, after runtime.MemStats
 	runtime.GC()
@@ -98,14 +101,19 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 		secs = time.Since(start).Seconds()
 		return nil
 	}
-	prof, profErr := startCPUProfile() // fails if another one runs (go test -cpuprofile)
+	buf, profErr := startCPUProfile() // fails if another one runs (go test -cpuprofile)
 	err := run()
 	var byLabel map[string]float64
 	if profErr == nil {
 		pprof.StopCPUProfile()
 		if err == nil {
-			if byLabel, err = parseCPUByLabel(prof.Bytes(), Label); err != nil {
+			if byLabel, err = parseCPUByLabel(buf.Bytes(), Label); err != nil {
 				return r, err
+			}
+		}
+		if err == nil && prof != nil {
+			if _, err := prof.Write(buf.Bytes()); err != nil {
+				return r, fmt.Errorf("%s: write the CPU profile: %w", job, err)
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func TestJobsRunOnSimulatedRaylets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := c.Run(ctx, cl, job, g)
+		r, err := c.Run(ctx, cl, job, g, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", job, err)
 		}
@@ -86,7 +86,7 @@ func BenchmarkSimRaylets(b *testing.B) {
 				}
 				var last Result
 				for b.Loop() {
-					if last, err = c.Run(ctx, cl, job, g); err != nil {
+					if last, err = c.Run(ctx, cl, job, g, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

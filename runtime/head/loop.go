@@ -62,6 +62,7 @@ type leadership struct {
 	ctx     context.Context // ends when the leadership does
 	cancel  context.CancelFunc
 	pending map[sched.Call]*envelope
+	resume  bool // the last step asked for Resume (Effects.Resume)
 }
 
 // run is the event loop.
@@ -71,13 +72,31 @@ func (s *Server) run() {
 	tick := time.NewTicker(max(s.cfg.RayletTimeout/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
+		if l := s.lead; l != nil && l.resume {
+			// A wave of work is being handed out a slice a step: first
+			// the events waiting now (pulls that bring back the last
+			// slices' completions, calls), then the next slice. Only
+			// this loop receives from events, so they are there.
+			for n := len(s.events); n > 0 && s.lead == l; n-- {
+				s.handle(<-s.events)
+			}
+			if s.lead == l && l.resume {
+				s.step(&sched.Resume{})
+			}
+			continue
+		}
 		select {
 		case env := <-s.events:
 			s.handle(env)
+		case <-s.beats.ready:
+			s.stepBeats()
 		case <-s.timers.C():
 			s.fireTimers()
 		case <-tick.C:
 			if s.lead != nil {
+				// Every heartbeat that arrived counts before liveness is
+				// judged, however long the loop was busy.
+				s.stepBeats()
 				s.step(&sched.Tick{})
 			}
 			s.checkRemoved()
@@ -151,6 +170,7 @@ func (s *Server) step(ev sched.Event) {
 // carryOut does what one Step asked, in the loop: nothing here blocks.
 func (s *Server) carryOut(fx *sched.Effects) {
 	l := s.lead
+	l.resume = fx.Resume
 	for i := range fx.Pulls {
 		p := &fx.Pulls[i]
 		// The specs share the machine's buffers: encode them now.

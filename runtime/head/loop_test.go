@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/phobos-project/phobos/runtime/head/sched"
+	"github.com/phobos-project/phobos/runtime/wire"
+	"github.com/phobos-project/phobos/transport"
 )
 
 // TestTimers: the loop's timers come due earliest first, a timer set
@@ -41,5 +43,34 @@ func TestTimers(t *testing.T) {
 	tm.reset()
 	if tm.C() != nil || len(tm.due(t0.Add(time.Hour))) != 0 {
 		t.Fatal("a timer outlived reset")
+	}
+}
+
+// TestBeats: the loop gets each session's latest heartbeat once, the ready
+// channel says when there are some, and the maps are reused.
+func TestBeats(t *testing.T) {
+	b := newBeats()
+	s1, s2 := &transport.Session{}, &transport.Session{}
+	b.add(s1, wire.Heartbeat{Running: 1})
+	b.add(s2, wire.Heartbeat{Running: 2})
+	b.add(s1, wire.Heartbeat{Running: 3})
+	select {
+	case <-b.ready:
+	default:
+		t.Fatal("heartbeats kept but nothing ready")
+	}
+	m := b.take()
+	if len(m) != 2 || m[s1].Running != 3 || m[s2].Running != 2 {
+		t.Fatalf("took %v, want s1's latest (3) and s2's (2)", m)
+	}
+	b.done(m)
+	if m := b.take(); len(m) != 0 {
+		t.Fatalf("took %v again", m)
+	} else {
+		b.done(m)
+	}
+	b.add(s2, wire.Heartbeat{Running: 4})
+	if m := b.take(); len(m) != 1 || m[s2].Running != 4 {
+		t.Fatalf("took %v, want s2's 4", m)
 	}
 }

@@ -54,6 +54,7 @@ type Server struct {
 	// events is the event loop's inbox; everything below it to meta is the
 	// loop's own.
 	events chan *envelope
+	beats  *beats
 	calls  atomic.Uint64
 	lead   *leadership // nil unless this head leads
 	epochs uint64
@@ -124,6 +125,7 @@ func Start(cfg Config) (*Server, error) {
 		ctx: ctx, cancel: cancel,
 		accepted:   map[*transport.Session]struct{}{},
 		events:     make(chan *envelope, 256),
+		beats:      newBeats(),
 		ownMarks:   sched.OwnMarks{},
 		graphSlots: make(chan struct{}, graphsAtOnce),
 		relead:     make(chan struct{}, 1),
@@ -495,10 +497,7 @@ func (s *Server) HandleMessage(sess *transport.Session, m transport.Method, b tr
 
 // heartbeat hands a raylet's heartbeat, a message or a call, to the loop.
 func (s *Server) heartbeat(sess *transport.Session, msg wire.Heartbeat) {
-	select {
-	case s.events <- &envelope{ev: &sched.Heartbeat{Session: sess, Heartbeat: msg}}:
-	case <-s.ctx.Done():
-	}
+	s.beats.add(sess, msg) // the loop applies it before its next liveness check (beats.go)
 }
 
 // HandleStream implements transport.Handler; heads serve no bulk streams.

@@ -48,6 +48,10 @@ type Effects struct {
 	Lower []Lower
 	// Ended reports jobs whose outcome Raft now holds.
 	Ended []JobEnd
+	// Resume asks the shell to step Resume soon (after letting events
+	// already waiting in): raylets woken by this step still wait for
+	// their parked pulls to be answered (see maxWaveSpecs).
+	Resume bool
 }
 
 // reset empties fx for the next Step, keeping its memory.
@@ -70,6 +74,7 @@ func (fx *Effects) reset() {
 	fx.Lower = fx.Lower[:0]
 	clear(fx.Ended)
 	fx.Ended = fx.Ended[:0]
+	fx.Resume = false
 }
 
 // Reply answers a call: Value, or Err.

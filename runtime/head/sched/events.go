@@ -110,6 +110,10 @@ type Heartbeat struct {
 	wire.Heartbeat
 }
 
+// Resume answers Effects.Resume: serve more of the parked pulls that wait
+// for their share of a wave of work.
+type Resume struct{}
+
 // Goodbye is a raylet saying it is shutting down: its loss is a departure.
 type Goodbye struct {
 	Call    Call
@@ -278,6 +282,7 @@ type StepDown struct{}
 func (*Records) event()       {}
 func (*Register) event()      {}
 func (*Heartbeat) event()     {}
+func (*Resume) event()        {}
 func (*Goodbye) event()       {}
 func (*SessionClosed) event() {}
 func (*Pull) event()          {}

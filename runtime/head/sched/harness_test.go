@@ -51,6 +51,8 @@ type harness struct {
 	freed map[Raylet]map[dag.ObjectID]bool
 	cxl   map[Raylet][]dag.SubtaskID
 	ended []dag.TaskID
+	// widest is the most subtasks one Step handed out.
+	widest int
 }
 
 // fakeSession is a session token: a pointer, so each connection is its own.
@@ -155,8 +157,12 @@ func (h *harness) step(ev Event) {
 	if err := h.l.Check(); err != nil {
 		h.t.Fatalf("after %T: %v", ev, err)
 	}
+	resume := fx.Resume
 	h.take(fx)
 	h.drain()
+	if resume {
+		h.step(&Resume{})
+	}
 }
 
 // take records and prints one Step's effects, and queues the work they
@@ -174,6 +180,11 @@ func (h *harness) take(fx *Effects) {
 			}
 		}
 	}
+	handed := 0
+	for _, p := range fx.Pulls {
+		handed += len(p.Subtasks)
+	}
+	h.widest = max(h.widest, handed)
 	for _, p := range fx.Pulls {
 		name := h.byR[p.Raylet]
 		fr := h.raylets[name]

@@ -157,6 +157,9 @@ type Leader struct {
 	s   *scheduler
 	now time.Time
 	fx  Effects
+	// backlog holds raylets woken with work whose parked pulls wait for
+	// a later step (raylets.go, serveWoken).
+	backlog wakeBacklog
 
 	loaded  bool // Records arrived
 	resumed bool // unfinished jobs were taken up after the failover wait
@@ -227,6 +230,7 @@ func (l *Leader) Step(now time.Time, ev Event) *Effects {
 		l.complete(e.Session, e.Done)
 	case *Heartbeat:
 		l.heartbeat(e)
+	case *Resume: // settle serves the raylets still waiting
 	case *Register:
 		l.register(e)
 	case *Goodbye:
@@ -297,9 +301,7 @@ func (l *Leader) settle() {
 	for k := 0; k < len(l.s.fx.Ended); k++ {
 		l.stageEnded(l.s.fx.Ended[k])
 	}
-	for k := 0; k < len(l.s.fx.Wake); k++ {
-		l.serveParked(l.s.fx.Wake[k])
-	}
+	l.serveWoken()
 }
 
 func (l *Leader) reply(c Call, v any, err error) {

@@ -267,6 +267,56 @@ func (l *Leader) pull(ev *Pull) {
 // raylet with this leader.
 var errNotRegistered = dag.Errorf(dag.KindInvalidArgument, "pulled before registering; register first")
 
+// maxWaveSpecs bounds the subtasks one step hands out to parked pulls.
+// When a job's stage arrives, every raylet's parked pull wakes at once: at
+// 1,000 raylets with 1,024 credits each, a million specs were built in one
+// step (its buffers grown to hundreds of megabytes, then encoded in one
+// go) while the loop answered nothing else and the other core waited for
+// the replies. Served a slice per step, the replies of one slice are
+// written and decoded while the loop builds the next, and the buffers stay
+// the size of a slice. The budget is checked between raylets: a raylet's
+// pull is answered whole.
+const maxWaveSpecs = 16 << 10
+
+// wakeBacklog is the raylets woken with work that a step left for the
+// next (in order, each once).
+type wakeBacklog struct {
+	list []Raylet
+	in   []bool // by Raylet
+}
+
+func (b *wakeBacklog) add(r Raylet) {
+	if int(r) >= len(b.in) {
+		b.in = append(b.in, make([]bool, int(r)+1-len(b.in))...)
+	}
+	if !b.in[r] {
+		b.in[r] = true
+		b.list = append(b.list, r)
+	}
+}
+
+// serveWoken answers the parked pulls of raylets that got work, those a
+// step left waiting first, until the step handed out maxWaveSpecs; the
+// rest wait for Resume.
+func (l *Leader) serveWoken() {
+	b := &l.backlog
+	k := 0
+	for ; k < len(b.list) && len(l.specBuf) < maxWaveSpecs; k++ {
+		r := b.list[k]
+		b.in[r] = false
+		l.serveParked(r)
+	}
+	b.list = b.list[:copy(b.list, b.list[k:])]
+	for k := 0; k < len(l.s.fx.Wake); k++ { // serving may wake more
+		if r := l.s.fx.Wake[k]; len(l.specBuf) < maxWaveSpecs {
+			l.serveParked(r)
+		} else {
+			b.add(r)
+		}
+	}
+	l.fx.Resume = len(b.list) > 0
+}
+
 // serveParked answers r's parked pull if r got work.
 func (l *Leader) serveParked(r Raylet) {
 	rv := l.s.raylets[r]
