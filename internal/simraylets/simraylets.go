@@ -215,7 +215,10 @@ func (c *Cluster) startRaylet(i int, registered chan<- struct{}) {
 		CheckTimeout:   30 * time.Second,
 		AttemptTimeout: 30 * time.Second,
 		OnConnect: func(ctx context.Context, s *transport.Session) error {
-			req := wire.RegisterRaylet{ID: id, Addr: id + ":7001", Slots: c.cfg.Slots, StoreCapacity: 1 << 30}
+			// It takes subtasks ahead of their inputs, as a real raylet
+			// does: it completes a pull's subtasks in the order they came,
+			// so what one reads is always reported done before it.
+			req := wire.RegisterRaylet{ID: id, Addr: id + ":7001", Slots: c.cfg.Slots, StoreCapacity: 1 << 30, Pipeline: true}
 			var rep wire.RegisterReply
 			if err := s.Call(ctx, wire.MethodRegisterRaylet, req, &rep); err != nil {
 				return fmt.Errorf("register simulated raylet %s: %w", id, err)
