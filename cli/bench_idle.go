@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -180,47 +181,21 @@ func cpuSeconds(pid int) (float64, error) {
 // process that wakes for 100 µs dozens of times a second is charged by
 // luck, and 20 s of 1 % of a core is only 20 such ticks.
 func schedCPUSeconds(pid int) (float64, error) {
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, fmt.Errorf("bench --idle: list the threads of process %d: %w", pid, err)
-	}
-	var ns int64
-	for _, t := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // the thread ended meanwhile
-		}
-		if err != nil {
-			return 0, fmt.Errorf("bench --idle: CPU time of process %d: %w", pid, err)
-		}
+	ns, err := sumThreads(pid, "schedstat", func(b []byte) (int64, error) {
 		f := strings.Fields(string(b))
 		if len(f) == 0 {
-			return 0, fmt.Errorf("bench --idle: %s/%s/schedstat is empty", dir, t.Name())
+			return 0, errors.New("empty")
 		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("bench --idle: %s/%s/schedstat: %w", dir, t.Name(), err)
-		}
-		ns += n
-	}
-	return float64(ns) / 1e9, nil
+		return strconv.ParseInt(f[0], 10, 64)
+	})
+	return float64(ns) / 1e9, err
 }
 
 // ctxSwitches is the number of context switches, voluntary and
 // involuntary, that process pid's live threads have had.
 func ctxSwitches(pid int) (int64, error) {
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, fmt.Errorf("bench --idle: list the threads of process %d: %w", pid, err)
-	}
-	var n int64
-	for _, t := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
+	return sumThreads(pid, "status", func(b []byte) (int64, error) {
+		var n int64
 		for _, line := range strings.Split(string(b), "\n") {
 			k, v, ok := strings.Cut(line, ":")
 			if !ok || k != "voluntary_ctxt_switches" && k != "nonvoluntary_ctxt_switches" {
@@ -228,12 +203,40 @@ func ctxSwitches(pid int) (int64, error) {
 			}
 			c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("bench --idle: %s/%s/status: %s %q: %w", dir, t.Name(), k, v, err)
+				return 0, fmt.Errorf("%s %q: %w", k, v, err)
 			}
 			n += c
 		}
+		return n, nil
+	})
+}
+
+// sumThreads adds up what parse reads from file of each of process pid's
+// live threads (/proc/PID/task/TID/file); a thread that ended meanwhile
+// counts nothing.
+func sumThreads(pid int, file string, parse func([]byte) (int64, error)) (int64, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("bench --idle: list the threads of process %d: %w", pid, err)
 	}
-	return n, nil
+	var sum int64
+	for _, t := range tasks {
+		path := filepath.Join(dir, t.Name(), file)
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("bench --idle: read %s: %w", path, err)
+		}
+		n, err := parse(b)
+		if err != nil {
+			return 0, fmt.Errorf("bench --idle: %s: %w", path, err)
+		}
+		sum += n
+	}
+	return sum, nil
 }
 
 // idleFlags are bench's flags for the idle measurement.

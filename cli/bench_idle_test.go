@@ -15,24 +15,7 @@ func TestCPUSecondsCountsThisProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Burn CPU until the process's own clock says 0.2 s went by (CPU time,
-	// not wall time: a loaded machine only makes this slower).
-	x := 0
-	for {
-		for i := range 1 << 20 {
-			x += i
-		}
-		now, err := cpuSeconds(os.Getpid())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if now-before >= 0.2 {
-			break
-		}
-	}
-	if x == 42 {
-		t.Log(x) // keep the loop
-	}
+	burn(t, before, cpuSeconds)
 	if _, err := cpuSeconds(1 << 30); err == nil {
 		t.Error("cpuSeconds of a process that does not exist gave no error")
 	}
@@ -53,22 +36,7 @@ func TestSchedCPUSecondsCountsThisProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := 0
-	for {
-		for i := range 1 << 20 {
-			x += i
-		}
-		now, err := schedCPUSeconds(os.Getpid())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if now-before >= 0.2 {
-			break
-		}
-	}
-	if x == 42 {
-		t.Log(x) // keep the loop
-	}
+	burn(t, before, schedCPUSeconds)
 	after, err := cpuSeconds(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
@@ -121,5 +89,28 @@ func TestLoopbackRTT(t *testing.T) {
 	}
 	if rate <= 0 {
 		t.Fatalf("round trips per second: %v", rate)
+	}
+}
+
+// burn uses CPU until clock, read for this process, says 0.2 s went by
+// since before (CPU time, not wall time: a loaded machine only makes this
+// slower).
+func burn(t *testing.T, before float64, clock func(pid int) (float64, error)) {
+	t.Helper()
+	x := 0
+	for {
+		for i := range 1 << 20 {
+			x += i
+		}
+		now, err := clock(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now-before >= 0.2 {
+			break
+		}
+	}
+	if x == 42 {
+		t.Log(x) // keep the loop
 	}
 }

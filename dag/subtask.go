@@ -3,6 +3,7 @@ package dag
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Priority orders READY subtasks (the seeds' operand selection policy):
@@ -177,14 +178,7 @@ func (g *SubtaskGraph) linkPreds() error {
 				if g.OutIndex[in] < 0 {
 					return fmt.Errorf("subtask %d reads chunk %d of subtask %d, which does not export it", s, in, p)
 				}
-				dup := false
-				for _, q := range dst[start:] {
-					if q == p {
-						dup = true
-						break
-					}
-				}
-				if !dup {
+				if !slices.Contains(dst[start:], p) {
 					dst = append(dst, p)
 				}
 			}
@@ -264,14 +258,7 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 					continue
 				}
 				g.OutIndex[in] = 0
-				dup := false
-				for _, q := range dst[start:] {
-					if q == p {
-						dup = true
-						break
-					}
-				}
-				if !dup {
+				if !slices.Contains(dst[start:], p) {
 					dst = append(dst, p)
 				}
 			}

@@ -1,6 +1,7 @@
 package raylet
 
 import (
+	"slices"
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
@@ -120,9 +121,11 @@ func (r *Raylet) pulled(b *pullBatch, now time.Time) effects {
 		for k := range spec.Inputs {
 			// Dispatched ahead of its input: it waits for the subtask making
 			// it here, unless that has stored it already.
-			if in := &spec.Inputs[k]; in.Pending && !r.store.Contains(in.Object) {
-				b.after = append(b.after, in.Object.Subtask())
+			in := &spec.Inputs[k]
+			if !in.Pending || slices.Contains(b.after[a0:], in.Object.Subtask()) || r.store.Contains(in.Object) {
+				continue
 			}
+			b.after = append(b.after, in.Object.Subtask())
 		}
 		tasks = append(tasks, core.Subtask[queued]{ID: spec.ID, Attempt: spec.Attempt, WorkingSet: spec.WorkingSet(), Spec: queued{spec: spec, b: b}})
 		if len(b.after) > a0 {

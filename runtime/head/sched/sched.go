@@ -1031,7 +1031,7 @@ func (s *scheduler) failed(j *stage, i int32, r Raylet, c *wire.Completion) {
 // withdraw takes back the readers of i dispatched ahead of it (see
 // pipeline), now that i failed: they wait for i again, and so do, in
 // turn, readers dispatched ahead of them. Their raylet drops them itself
-// when it sees i fail, reporting them cancelled; a Cancel covers the
+// when it sees i fail, reporting them unavailable; a Cancel covers the
 // case where it has not (a reply lost with its raylet's session). The
 // attempt they had is given up (a report of it is stale) without counting
 // against their retries.
