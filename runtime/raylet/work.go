@@ -90,7 +90,7 @@ func (r *Raylet) step(ev *event) {
 	case evFinished:
 		effs = r.m.Finished(ev.w.slot, ev.run, ev.c, ev.took, ev.at)
 		// The worker is done with the spec (an abandoned one too, now);
-		// Discard needs only the subtask's ID, which the machine keeps.
+		// Discard needs the retired worker's allocator, which outlives the spec.
 		r.specDone(ev.q.b)
 	case evPulled:
 		effs = r.pulled(ev.b, ev.at)
@@ -162,8 +162,8 @@ func (r *Raylet) apply(effs effects) {
 		case core.Drop:
 			r.specDone(e.Task.Spec.b)
 		case core.Discard:
-			r.discard(e.Task.ID, &e.Completion)
 			if w := r.retired[e.Run]; w != nil {
+				w.s.a.discard()
 				delete(r.retired, e.Run)
 				close(w.start)
 			}
@@ -226,9 +226,3 @@ func (r *Raylet) work(w *worker) {
 	}
 }
 
-// discard deletes what an abandoned kernel stored after all.
-func (r *Raylet) discard(id dag.SubtaskID, c *wire.Completion) {
-	for k := range c.Sizes {
-		_ = r.store.Delete(dag.NewObjectID(id, uint32(k)))
-	}
-}
