@@ -2,12 +2,14 @@ package raylet
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/objectstore"
 	"github.com/phobos-project/phobos/runtime/wire"
+	"github.com/phobos-project/phobos/transport"
 )
 
 // doubleOp doubles a float64 chunk, writing every byte of its output (whose
@@ -173,5 +175,30 @@ func TestOutputsFoundMade(t *testing.T) {
 	s.a.discard()
 	if store.Contains(dag.NewObjectID(fresh.ID, 0)) {
 		t.Fatal("discarding a run kept the output it made")
+	}
+}
+
+// TestFreesOnlyFromTheRegisteredSession checks that the raylet carries out
+// frees from the leader it last registered with, and ignores a previous
+// leader's: those could land after the raylet told the new leader it holds
+// the objects.
+func TestFreesOnlyFromTheRegisteredSession(t *testing.T) {
+	store, err := objectstore.Open(objectstore.Config{Dir: t.TempDir(), Name: "frees", Capacity: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	r := &Raylet{store: store, ctx: context.Background(), id: "test", log: slog.New(slog.DiscardHandler)}
+	id := dag.NewObjectID(dag.PackSubtaskID(1, 1, 7), 0)
+	putObject(t, store, id, make([]byte, 8), dag.EncodeMeta(dag.Meta{DType: dag.Float64, Shape: []int64{1}}))
+	previous, current := new(transport.Session), new(transport.Session)
+	r.regSess = current
+	r.freeFrom(previous, []dag.ObjectID{id})
+	if !store.Contains(id) {
+		t.Fatal("a previous leader's free deleted an object")
+	}
+	r.freeFrom(current, []dag.ObjectID{id})
+	if store.Contains(id) {
+		t.Fatal("the registered leader's free did not delete the object")
 	}
 }

@@ -225,4 +225,3 @@ func (r *Raylet) work(w *worker) {
 		r.step(&event{kind: evFinished, w: w, run: o.run, q: o.q, c: c, took: end.Sub(start), at: end})
 	}
 }
-
