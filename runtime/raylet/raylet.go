@@ -53,6 +53,10 @@ type Raylet struct {
 	wg      sync.WaitGroup // the puller, reporter, heartbeats, accepts
 	working sync.WaitGroup // workers, abandoned ones included
 	kernels atomic.Int64   // kernels running now, abandoned ones included
+	// soon says a subtask waits here for an input a running one makes
+	// (set after every step): an idle worker looks for its next order a
+	// while before it sleeps (see look).
+	soon atomic.Bool
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by stop

@@ -1,6 +1,7 @@
 package raylet
 
 import (
+	"runtime"
 	"slices"
 	"time"
 
@@ -109,6 +110,7 @@ func (r *Raylet) step(ev *event) {
 		effs = r.m.Tick(ev.at)
 	}
 	r.apply(effs)
+	r.soon.Store(r.m.Waiting() > 0 && r.m.Running() > 0)
 }
 
 // pulled queues a pull reply's subtasks. r.mu is held.
@@ -189,20 +191,44 @@ func (r *Raylet) startWorker(k core.Slot) *worker {
 	return w
 }
 
+// look waits for w's next order by looking, up to cfg.SpinWait, while a
+// subtask here waits for an input being made here (soon): the order is
+// likely to come within microseconds, and a sleeping worker takes tens to
+// wake. It yields to every other goroutine between looks. got is false
+// when no order came; ok is false when w retired.
+func (r *Raylet) look(w *worker) (o order, ok, got bool) {
+	if r.cfg.SpinWait <= 0 || !r.soon.Load() {
+		return o, true, false
+	}
+	deadline := time.Now().Add(r.cfg.SpinWait)
+	for {
+		select {
+		case o, ok = <-w.start:
+			return o, ok, true
+		default:
+		}
+		if !r.soon.Load() || !time.Now().Before(deadline) {
+			return o, true, false
+		}
+		runtime.Gosched()
+	}
+}
+
 // work runs what the machine starts in w's slot until w retires or the
 // raylet stops.
 func (r *Raylet) work(w *worker) {
 	defer r.working.Done()
 	for {
-		var o order
-		select {
-		case <-r.ctx.Done():
-			return
-		case next, ok := <-w.start:
-			if !ok {
+		o, ok, got := r.look(w)
+		if !got {
+			select {
+			case <-r.ctx.Done():
 				return
+			case o, ok = <-w.start:
 			}
-			o = next
+		}
+		if !ok {
+			return
 		}
 		r.kernels.Add(1)
 		start := time.Now()
