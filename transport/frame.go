@@ -169,6 +169,14 @@ func putBuf(b *bytes.Buffer) {
 
 // encodeInto appends v's CBOR encoding to b.
 func encodeInto(b *bytes.Buffer, v any) error {
+	if a, ok := v.(codec.Appender); ok {
+		out, err := a.AppendCBOR(b.AvailableBuffer())
+		if err != nil {
+			return err
+		}
+		b.Write(out)
+		return nil
+	}
 	if bufEnc != nil {
 		return bufEnc.MarshalToBuffer(v, b)
 	}
