@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/internal/codec"
@@ -715,6 +716,270 @@ func (in *InputSpec) decode(d *reader) error {
 			in.Part = int32(v)
 		case k == 5:
 			in.Pending, err = d.bool("input: pending")
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Completions ride from raylets to the head in Pull and Complete, one per
+// subtask, and encode and decode themselves too (TestCompletionCodecMatchesGeneric).
+
+// AppendCBOR appends p's encoding, as codec.Marshal gives it, to dst.
+func (p Pull) AppendCBOR(dst []byte) ([]byte, error) {
+	n := 1 // Credits
+	if p.Wait != 0 {
+		n++
+	}
+	if len(p.Done) > 0 {
+		n++
+	}
+	if p.FreesInReply {
+		n++
+	}
+	dst = appendHead(dst, majMap, uint64(n))
+	dst = appendInt(append(dst, 0x01), int64(p.Credits))
+	if p.Wait != 0 {
+		dst = appendInt(append(dst, 0x02), int64(p.Wait))
+	}
+	if len(p.Done) > 0 {
+		dst = appendCompletions(append(dst, 0x03), p.Done)
+	}
+	if p.FreesInReply {
+		dst = append(dst, 0x04, cborTrue)
+	}
+	return dst, nil
+}
+
+// AppendCBOR appends c's encoding, as codec.Marshal gives it, to dst.
+func (c Complete) AppendCBOR(dst []byte) ([]byte, error) {
+	dst = append(dst, 0xa1, 0x01)
+	if c.Done == nil {
+		return append(dst, cborNull), nil
+	}
+	return appendCompletions(dst, c.Done), nil
+}
+
+func appendCompletions(dst []byte, done []Completion) []byte {
+	dst = appendHead(dst, majArray, uint64(len(done)))
+	for i := range done {
+		dst = done[i].appendCBOR(dst)
+	}
+	return dst
+}
+
+func (c *Completion) appendCBOR(dst []byte) []byte {
+	n := 1 // ID
+	for _, set := range [...]bool{c.Attempt != 0, len(c.Sizes) > 0, c.Kind != 0, c.Error != "", len(c.Fetched) > 0,
+		c.Slot != 0, c.Started != 0, c.TookUS != 0, c.FetchUS != 0} {
+		if set {
+			n++
+		}
+	}
+	dst = appendHead(dst, majMap, uint64(n))
+	dst = appendBytes(append(dst, 0x01), c.ID[:])
+	if c.Attempt != 0 {
+		dst = appendInt(append(dst, 0x02), int64(c.Attempt))
+	}
+	if len(c.Sizes) > 0 {
+		dst = appendHead(append(dst, 0x03), majArray, uint64(len(c.Sizes)))
+		for _, s := range c.Sizes {
+			dst = appendInt(dst, s)
+		}
+	}
+	if c.Kind != 0 {
+		dst = appendHead(append(dst, 0x04), majUint, uint64(c.Kind))
+	}
+	if c.Error != "" {
+		dst = append(appendHead(append(dst, 0x05), majText, uint64(len(c.Error))), c.Error...)
+	}
+	if len(c.Fetched) > 0 {
+		dst = appendHead(append(dst, 0x06), majArray, uint64(len(c.Fetched)))
+		for i := range c.Fetched {
+			dst = appendBytes(dst, c.Fetched[i][:])
+		}
+	}
+	if c.Slot != 0 {
+		dst = appendInt(append(dst, 0x07), int64(c.Slot))
+	}
+	if c.Started != 0 {
+		dst = appendInt(append(dst, 0x08), c.Started)
+	}
+	if c.TookUS != 0 {
+		dst = appendHead(append(dst, 0x09), majUint, uint64(c.TookUS))
+	}
+	if c.FetchUS != 0 {
+		dst = appendHead(append(dst, 0x0a), majUint, uint64(c.FetchUS))
+	}
+	return dst
+}
+
+// DecodeCBOR decodes data into p, as codec.Unmarshal would (into p's
+// memory: see Reset), refusing completions smaller on average than a real
+// one can be before it takes memory for them (see checkItems).
+func (p *Pull) DecodeCBOR(data []byte) error {
+	d := reader{data: data}
+	n, err := d.fields("pull")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			var v int64
+			v, err = d.int(64, "pull: credits")
+			p.Credits = int(v)
+		case k == 2:
+			var v int64
+			v, err = d.int(64, "pull: wait")
+			p.Wait = time.Duration(v)
+		case k == 3:
+			p.Done, err = d.completions(p.Done, "pull: completions")
+		case k == 4:
+			p.FreesInReply, err = d.bool("pull: frees in reply")
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return dag.Errorf(dag.KindInvalidArgument, "%w", err)
+		}
+	}
+	if d.pos != len(data) {
+		return dag.Errorf(dag.KindInvalidArgument, "%w", d.errorf("%d bytes after the pull", len(data)-d.pos))
+	}
+	return nil
+}
+
+// DecodeCBOR decodes data into c, as codec.Unmarshal would (see Pull's).
+func (c *Complete) DecodeCBOR(data []byte) error {
+	d := reader{data: data}
+	n, err := d.fields("complete")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			c.Done, err = d.completions(c.Done, "complete: completions")
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return dag.Errorf(dag.KindInvalidArgument, "%w", err)
+		}
+	}
+	if d.pos != len(data) {
+		return dag.Errorf(dag.KindInvalidArgument, "%w", d.errorf("%d bytes after the completions", len(data)-d.pos))
+	}
+	return nil
+}
+
+// completions reads an array of completions into dst's memory.
+func (d *reader) completions(dst []Completion, what string) ([]Completion, error) {
+	n, some, err := d.array(what)
+	if err != nil || !some {
+		return nil, err
+	}
+	if rest := len(d.data) - d.pos; n > 0 && rest/n < minCompletionBytes {
+		return dst, d.errorf("%s: %d items in %d bytes; a real one takes at least %d", what, n, rest, minCompletionBytes)
+	}
+	dst = grow(dst, n)
+	for i := range dst {
+		if err := dst[i].decode(d); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+func (c *Completion) decode(d *reader) error {
+	n, err := d.fields("completion")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			err = d.id(c.ID[:], "completion: id")
+		case k == 2:
+			var v int64
+			v, err = d.int(64, "completion: attempt")
+			c.Attempt = int(v)
+		case k == 3:
+			var m int
+			var some bool
+			if m, some, err = d.array("completion: sizes"); err == nil {
+				if !some {
+					c.Sizes = nil
+					break
+				}
+				c.Sizes = grow(c.Sizes, m)
+				for j := range c.Sizes {
+					if c.Sizes[j], err = d.int(64, "completion: size"); err != nil {
+						break
+					}
+				}
+			}
+		case k == 4:
+			var v uint64
+			v, err = d.uint(math.MaxUint16, "completion: kind")
+			c.Kind = dag.Kind(v)
+		case k == 5:
+			c.Error, err = d.text("completion: error")
+		case k == 6:
+			var m int
+			var some bool
+			if m, some, err = d.array("completion: fetched"); err == nil {
+				if !some {
+					c.Fetched = nil
+					break
+				}
+				c.Fetched = grow(c.Fetched, m)
+				for j := range c.Fetched {
+					if err = d.id(c.Fetched[j][:], "completion: fetched"); err != nil {
+						break
+					}
+				}
+			}
+		case k == 7:
+			var v int64
+			v, err = d.int(16, "completion: slot")
+			c.Slot = int16(v)
+		case k == 8:
+			c.Started, err = d.int(64, "completion: started")
+		case k == 9:
+			var v uint64
+			v, err = d.uint(math.MaxUint32, "completion: took")
+			c.TookUS = uint32(v)
+		case k == 10:
+			var v uint64
+			v, err = d.uint(math.MaxUint32, "completion: fetch")
+			c.FetchUS = uint32(v)
 		default:
 			err = d.skip(0)
 		}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/internal/codec"
@@ -229,6 +230,156 @@ func BenchmarkPullReplyCodec(b *testing.B) {
 	})
 	b.Run("decode/fast", func(b *testing.B) {
 		var out PullReply
+		for b.Loop() {
+			out.Reset()
+			out.DecodeCBOR(data)
+		}
+	})
+}
+
+func randomCompletions(rng *rand.Rand) []Completion {
+	pick := func(n int) int { return rng.IntN(n) }
+	var out []Completion
+	for range pick(5) {
+		c := Completion{ID: dag.PackSubtaskID(dag.TaskID(pick(1<<20)), dag.StageID(pick(9)), uint64(rng.Int64N(1<<40)))}
+		if pick(2) == 0 {
+			c.Attempt = pick(300) - 10
+		}
+		for range pick(3) {
+			c.Sizes = append(c.Sizes, rng.Int64()-rng.Int64())
+		}
+		if pick(3) == 0 {
+			c.Kind = dag.Kind(pick(1 << 16))
+			c.Error = []string{"", "fetch …: no location has it", "ß∂ unicode"}[pick(3)]
+		}
+		for range pick(3) {
+			c.Fetched = append(c.Fetched, dag.NewObjectID(c.ID, uint32(pick(4))))
+		}
+		if pick(2) == 0 {
+			c.Slot, c.Started, c.TookUS, c.FetchUS = int16(pick(1<<16)-1<<15), rng.Int64(), rng.Uint32(), uint32(pick(3))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func normalDone(done []Completion) []Completion {
+	if len(done) == 0 {
+		return nil
+	}
+	for i := range done {
+		if len(done[i].Sizes) == 0 {
+			done[i].Sizes = nil
+		}
+		if len(done[i].Fetched) == 0 {
+			done[i].Fetched = nil
+		}
+	}
+	return done
+}
+
+// TestCompletionCodecMatchesGeneric does for Pull and Complete what
+// TestPullReplyCodecMatchesGeneric does for PullReply.
+func TestCompletionCodecMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var reusedPull Pull
+	var reusedComplete Complete
+	for i := range 3000 {
+		p := Pull{Credits: rng.IntN(2000) - 5, Done: randomCompletions(rng), FreesInReply: rng.IntN(2) == 0}
+		if rng.IntN(2) == 0 {
+			p.Wait = time.Duration(rng.Int64N(int64(time.Minute)))
+		}
+		want, err := codec.EncMode().Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := p.AppendCBOR(nil); !bytes.Equal(got, want) {
+			t.Fatalf("pull %d: AppendCBOR\n%x; the generic encoder gives\n%x", i, got, want)
+		}
+		var generic pullFields
+		if err := codec.DecMode().Unmarshal(want, &generic); err != nil {
+			t.Fatal(err)
+		}
+		reusedPull.Reset()
+		if err := codec.Unmarshal(want, &reusedPull); err != nil {
+			t.Fatalf("pull %d: %v", i, err)
+		}
+		reusedPull.Done, generic.Done = normalDone(reusedPull.Done), normalDone(generic.Done)
+		if !reflect.DeepEqual(reusedPull, Pull(generic)) {
+			t.Fatalf("pull %d: DecodeCBOR gives\n%+v\nthe generic decoder\n%+v", i, reusedPull, generic)
+		}
+
+		c := Complete{Done: randomCompletions(rng)}
+		if want, err = codec.EncMode().Marshal(c); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := c.AppendCBOR(nil); !bytes.Equal(got, want) {
+			t.Fatalf("complete %d: AppendCBOR\n%x; the generic encoder gives\n%x", i, got, want)
+		}
+		var genericC completeFields
+		if err := codec.DecMode().Unmarshal(want, &genericC); err != nil {
+			t.Fatal(err)
+		}
+		reusedComplete.Reset()
+		if err := codec.Unmarshal(want, &reusedComplete); err != nil {
+			t.Fatalf("complete %d: %v", i, err)
+		}
+		reusedComplete.Done, genericC.Done = normalDone(reusedComplete.Done), normalDone(genericC.Done)
+		if !reflect.DeepEqual(reusedComplete, Complete(genericC)) {
+			t.Fatalf("complete %d: DecodeCBOR gives\n%+v\nthe generic decoder\n%+v", i, reusedComplete, genericC)
+		}
+	}
+}
+
+// FuzzPullDecode checks that Pull's decoder never panics and agrees with
+// the generic decoder whenever both decode.
+func FuzzPullDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 20 {
+		b, _ := Pull{Credits: 8, Done: randomCompletions(rng)}.AppendCBOR(nil)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast Pull
+		var generic pullFields
+		ferr := fast.DecodeCBOR(data)
+		gerr := codec.DecMode().Unmarshal(data, &generic)
+		if ferr == nil && gerr == nil {
+			fast.Done, generic.Done = normalDone(fast.Done), normalDone(generic.Done)
+			if !reflect.DeepEqual(fast, Pull(generic)) {
+				t.Fatalf("decoders disagree on %x:\nfast    %+v\ngeneric %+v", data, fast, generic)
+			}
+		}
+	})
+}
+
+func BenchmarkPullCodec(b *testing.B) {
+	p := Pull{Credits: 64, FreesInReply: true}
+	for i := range 64 {
+		p.Done = append(p.Done, Completion{ID: dag.PackSubtaskID(7, 1, uint64(1000+i)), Sizes: []int64{16}, Slot: 1,
+			Started: 1_700_000_000_000_000_000 + int64(i), TookUS: 12, FetchUS: 0})
+	}
+	data, _ := p.AppendCBOR(nil)
+	b.Run("encode/generic", func(b *testing.B) {
+		for b.Loop() {
+			codec.EncMode().Marshal(p)
+		}
+	})
+	b.Run("encode/fast", func(b *testing.B) {
+		buf := make([]byte, 0, 2*len(data))
+		for b.Loop() {
+			buf, _ = p.AppendCBOR(buf[:0])
+		}
+	})
+	b.Run("decode/generic", func(b *testing.B) {
+		var out pullFields
+		for b.Loop() {
+			(*Pull)(&out).Reset()
+			codec.DecMode().Unmarshal(data, &out)
+		}
+	})
+	b.Run("decode/fast", func(b *testing.B) {
+		var out Pull
 		for b.Loop() {
 			out.Reset()
 			out.DecodeCBOR(data)
