@@ -200,13 +200,22 @@ func (h quotaHeap) down(i int) {
 // isolated reports whether node s of g has no edges at all.
 func isolated(g walkGraph, s int32) bool { return len(g.preds(s)) == 0 && len(g.succs(s)) == 0 }
 
-// deal gives nodes, in order, one raylet each as that many one-node walks
-// would: each to the raylet with the largest remaining quota (ties to the
-// lower index), whose quota drops by one, until the nodes or the quotas
-// run out. It returns how many nodes it placed. Rather than a heap step a
-// node, it takes the raylets level by level: with the quotas at most L,
-// the raylets at L take one node each in index order and drop to L-1,
-// where those already at L-1 join them; then the heap is rebuilt.
+// deal gives nodes one raylet each, each raylet as many as that many
+// one-node walks would give it (each walk takes the raylet with the
+// largest remaining quota, ties to the lower index, whose quota drops by
+// one), until the nodes or the quotas run out. It returns how many nodes
+// it placed. Rather than a heap step a node, it counts the raylets level
+// by level: with the quotas at most L, the raylets at L take one node each
+// and drop to L-1, where those already at L-1 join them; then the heap is
+// rebuilt.
+//
+// Each raylet takes a run of consecutive nodes (the first raylet the
+// first run), not every k-th node as the walks would have: the nodes are
+// independent, so either balances the same, but the leader reads each
+// raylet's subtasks in the order of its queue, and a thousand raylets each
+// reading every thousandth subtask missed the cache on every spec and
+// completion (1M independent subtasks on 1,000 simulated raylets: 1.8× as
+// fast dealt in runs).
 func (h *quotaHeap) deal(nodes []int32, raylet []int32) int {
 	q := h.q
 	order := make([]int32, len(q)) // by quota, largest first, ties by index
@@ -219,7 +228,8 @@ func (h *quotaHeap) deal(nodes []int32, raylet []int32) int {
 		}
 		return cmp.Compare(a, b)
 	})
-	var level []int32 // the raylets at the current level, by index
+	var level []int32          // the raylets at the current level, by index
+	got := make([]int, len(q)) // nodes each raylet takes
 	k, done := 0, 0
 	for done < len(nodes) {
 		if len(level) == 0 && (k == len(order) || q[order[k]] <= 0) {
@@ -241,13 +251,20 @@ func (h *quotaHeap) deal(nodes []int32, raylet []int32) int {
 			if done == len(nodes) {
 				break
 			}
-			raylet[nodes[done]] = r
+			got[r]++
 			q[r]--
 			done++
 		}
 		if top == 1 {
 			level = level[:0] // spent; the raylets below wait their turn
 		}
+	}
+	at := 0
+	for r, n := range got {
+		for _, s := range nodes[at : at+n] {
+			raylet[s] = int32(r)
+		}
+		at += n
 	}
 	for i := range h.h {
 		h.h[i] = int32(i)

@@ -1,6 +1,7 @@
 package lowering
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -115,8 +116,59 @@ func TestAssignWalkMatchesReference(t *testing.T) {
 			slots[i] = rng.IntN(5)
 		}
 		got, want := assignWalk(wg, initial, slots), assignWalkRef(wg, initial, slots)
-		if !slices.Equal(got, want) {
-			t.Fatalf("trial %d: slots %v, graph %v:\n got %v\nwant %v", trial, slots, inputs, got, want)
+		if err := sameButDealt(wg, got, want, len(slots)); err != "" {
+			t.Fatalf("trial %d: slots %v, graph %v: %s:\n got %v\nwant %v", trial, slots, inputs, err, got, want)
 		}
+	}
+}
+
+// sameButDealt compares two initial assignments that may differ only in
+// which isolated node went where (deal gives each raylet a run of them
+// where one-node walks gave every k-th): every connected node must be on
+// the same raylet, and each raylet must hold as many isolated nodes.
+func sameButDealt(g walkGraph, got, want []int32, raylets int) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d nodes, want %d", len(got), len(want))
+	}
+	count := make([]int, raylets+1) // by raylet+1: -1 is unassigned
+	for i := range got {
+		if !isolated(g, int32(i)) {
+			if got[i] != want[i] {
+				return fmt.Sprintf("connected node %d on raylet %d, want %d", i, got[i], want[i])
+			}
+			continue
+		}
+		count[got[i]+1]++
+		count[want[i]+1]--
+	}
+	for r, c := range count {
+		if c != 0 {
+			return fmt.Sprintf("raylet %d holds %d isolated nodes more than it should", r-1, c)
+		}
+	}
+	return ""
+}
+
+// TestDealGivesRuns checks that a job of independent subtasks is dealt in
+// runs, one per raylet in raylet order, each as long as that raylet's
+// share.
+func TestDealGivesRuns(t *testing.T) {
+	const n = 100
+	g := walkGraph{n: n, preds: func(int32) []int32 { return nil }, succs: func(int32) []int32 { return nil }}
+	initial := make([]int32, n)
+	for i := range initial {
+		initial[i] = int32(i)
+	}
+	slots := []int{2, 3, 0, 5}
+	got := assignWalk(g, initial, slots)
+	count := make([]int, len(slots))
+	for i, r := range got {
+		if r < 0 || (i > 0 && r < got[i-1]) {
+			t.Fatalf("node %d on raylet %d after raylet %d: not dealt in runs: %v", i, r, got[max(i-1, 0)], got)
+		}
+		count[r]++
+	}
+	if want := quotas(n, slots); !slices.Equal(count, want) {
+		t.Fatalf("raylets hold %v nodes, want their quotas %v", count, want)
 	}
 }
