@@ -129,6 +129,9 @@ func (c *Config) command(steps int) string {
 	if c.Strict {
 		s += " --strict"
 	}
+	if len(c.HeadArgs) > 0 {
+		s += " --head-flags " + shellQuote(strings.Join(c.HeadArgs, " "))
+	}
 	return s
 }
 

@@ -47,7 +47,12 @@ func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	keep := false // the heads' logs, when the error sends the reader to them
+	defer func() {
+		if !keep {
+			os.RemoveAll(dir)
+		}
+	}()
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	c, err := cluster.Start(startCtx, cluster.Spec{Binary: binary, Dir: dir, Heads: heads, Raylets: raylets, Insecure: insecure, HTTP: !noHTTP,
 		HeadArgs: append([]string{"--log-level", "warn"}, headFlags...), RayletArgs: []string{"--log-level", "warn"}})
@@ -129,6 +134,7 @@ func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle
 		results = append(results, idleResult{Name: "idle", Process: p.ID, Role: role, PID: p.PID(), Seconds: secs, CPUPercent: 100 * (end - start[i]) / secs, Switches: float64(endSw-startSw[i]) / secs})
 	}
 	if after := leader(); after != before {
+		keep = true
 		return fmt.Errorf("bench --idle: the leader changed during the window (%q, then %q): an idle cluster should keep its leader; see the heads' logs in %s", before, after, dir)
 	}
 	if asJSON {

@@ -38,6 +38,7 @@ func newChaosCmd() *cobra.Command {
 	keep := fs.Bool("keep", false, "keep the directory even when every invariant held")
 	binary := fs.String("binary", "", "phobos executable the cluster runs (default: this one)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	headFlags := fs.String("head-flags", "", "more flags for every head, separated by spaces, after the harness's loopback Raft timings (--raft-heartbeat 200ms --raft-election 200ms --raft-lease 100ms): \"--raft-heartbeat 500ms --raft-election 500ms --raft-lease 500ms\" shows what jobs see at a failover with the LAN defaults")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		if !fs.Changed("seed") {
@@ -60,7 +61,7 @@ func newChaosCmd() *cobra.Command {
 		cfg := chaos.Config{
 			Binary: *binary, Dir: *dir, Keep: *keep, Seed: *seed, Schedule: *schedule, Steps: *steps, Duration: *duration,
 			Heads: *heads, Raylets: *raylets, Slots: *slots, StoreSize: storeSize, Drivers: *drivers, InFlight: *inFlight,
-			JobTimeout: *jobTimeout, Strict: *strict, Logger: log,
+			JobTimeout: *jobTimeout, Strict: *strict, Logger: log, HeadArgs: strings.Fields(*headFlags),
 		}
 		if *faults != "" {
 			for _, k := range strings.Split(*faults, ",") {

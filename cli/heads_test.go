@@ -308,15 +308,23 @@ func freeAddr(t testing.TB) string {
 
 // BenchmarkFailover measures, with real processes, the time from kill -9
 // of the leader to the first successful allocation on the new leader, asked
-// of a surviving head that forwards it: with the loopback Raft flags and with
-// the LAN defaults. Each runs max(b.N, 10) trials and reports the median and
-// max.
+// of a surviving head that forwards it: with the loopback Raft flags, with
+// the LAN defaults, with the defaults before the leader's heartbeats were
+// spaced out (lease and commit timeout 250ms, so heartbeats every 50ms) and
+// with a 1s heartbeat timeout (the idle-cost trades in docs/performance.md).
+// Each runs max(b.N, 10) trials and reports the median and max.
 //
-// go test -run XXX -bench Failover -benchtime 1x ./cmd/phobos
+// go test -run XXX -bench Failover -benchtime 1x ./cli
 func BenchmarkFailover(b *testing.B) {
 	bin := buildPlainPhobos(b)
 	b.Run("loopback-flags", func(b *testing.B) { benchFailover(b, bin, loopbackRaft) })
 	b.Run("lan-defaults", func(b *testing.B) { benchFailover(b, bin, nil) })
+	b.Run("lease-250ms", func(b *testing.B) {
+		benchFailover(b, bin, []string{"--raft-lease", "250ms", "--raft-commit-timeout", "250ms"})
+	})
+	b.Run("heartbeat-1s", func(b *testing.B) {
+		benchFailover(b, bin, []string{"--raft-heartbeat", "1s", "--raft-election", "1s", "--raft-lease", "500ms"})
+	})
 }
 
 func benchFailover(b *testing.B, bin string, raftFlags []string) {

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/testutil"
 )
 
 // inmemCluster is a cluster on raft.InmemTransport and InmemStorage: no
@@ -23,7 +24,7 @@ type inmemCluster struct {
 	storages map[string]*Storage
 }
 
-func startInmemCluster(t *testing.T, n int) *inmemCluster {
+func startInmemCluster(t *testing.T, n int, tweaks ...func(*Config)) *inmemCluster {
 	t.Helper()
 	c := &inmemCluster{
 		cluster:  &cluster{t: t, cfgs: map[string]Config{}, nodes: map[string]*Node{}},
@@ -39,6 +40,9 @@ func startInmemCluster(t *testing.T, n int) *inmemCluster {
 	for _, id := range c.ids {
 		cfg := testConfig(id, "")
 		cfg.Bootstrap = boot
+		for _, tw := range tweaks {
+			tw(&cfg)
+		}
 		c.cfgs[id] = cfg
 		c.storages[id] = NewInmemStorage()
 		c.open(id)
@@ -222,4 +226,27 @@ func TestOpenWithTwins(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInmemPacedLeaderIsolated: a leader cut off from the others loses its
+// lease, steps down and waits for a leader with the configured heartbeat
+// timeout again, while the new leader heartbeats at its own pace; healed,
+// it follows and the cluster commits.
+func TestInmemPacedLeaderIsolated(t *testing.T) {
+	c := startInmemCluster(t, 3, func(cfg *Config) { cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout })
+	hb := c.cfgs[c.ids[0]].HeartbeatTimeout
+	paced := func(n *Node, want time.Duration) func() bool {
+		return func() bool { return n.raft.ReloadableConfig().HeartbeatTimeout == want }
+	}
+	l := c.leader()
+	testutil.WaitFor(t, 10*time.Second, "the leader "+l.id+" to heartbeat every HeartbeatTimeout/5", paced(l, 2*hb))
+	c.isolate(l.id)
+	l2 := c.leaderAmong(c.followers(l))
+	testutil.WaitFor(t, 10*time.Second, "the new leader "+l2.id+" to heartbeat every HeartbeatTimeout/5", paced(l2, 2*hb))
+	testutil.WaitFor(t, 10*time.Second, "the isolated head "+l.id+" to step down and wait HeartbeatTimeout again", func() bool {
+		return !l.IsLeader() && paced(l, hb)()
+	})
+	c.heal()
+	c.converged(c.leader())
+	c.allocRetry(NewRequestID())
 }

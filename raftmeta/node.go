@@ -55,20 +55,39 @@ type Config struct {
 	// empty for a head that an existing cluster will add with AddVoter.
 	Bootstrap []Server
 
-	// Raft timings. The defaults (500ms, 500ms, 250ms, 250ms) suit a LAN:
+	// Raft timings. The defaults (500ms, 500ms, 500ms, 1s) suit a LAN:
 	// a dead leader is replaced in about one to two election timeouts. On
 	// loopback 100/100/50ms works and fails over in ~0.2s; raise them on
 	// slow or loaded networks, where too short a timeout causes needless
-	// elections. LeaderLeaseTimeout must not exceed HeartbeatTimeout.
-	// CommitTimeout is how often an idle leader sends each follower an
-	// AppendEntries so that it learns the commit index (new entries go at
-	// once whatever it is): at 10ms that alone cost an idle leader 3-4% of
-	// a core and each follower 1%, for followers' applied state that only
-	// status shows.
+	// elections. A follower that hears nothing from the leader for
+	// HeartbeatTimeout starts an election. A leader that has heard from no
+	// quorum within LeaderLeaseTimeout steps down; it must not exceed
+	// HeartbeatTimeout. CommitTimeout is how often an idle leader sends
+	// each follower an AppendEntries so that it learns the commit index
+	// (new entries go at once whatever it is): at 10ms that alone cost an
+	// idle leader 3-4% of a core and each follower 1%, at 250ms some 12% of
+	// an idle leader's wake-ups, for followers' applied state that only
+	// status shows (a new leader applies everything before it reads).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
+
+	// HeartbeatInterval is how often the leader sends each follower a
+	// heartbeat: every HeartbeatInterval to twice that. hashicorp/raft
+	// ties it to HeartbeatTimeout/10, and heartbeats are most of an idle
+	// leader's cost, so the leader runs raft with HeartbeatTimeout
+	// 10×HeartbeatInterval while it leads (on a leader raft uses it only
+	// to cap its back-off after failed heartbeats) and every other head
+	// keeps the configured one: a dead leader is noticed as soon as
+	// before; what shrinks is the margin, the heartbeats a follower may
+	// miss before it campaigns (at HeartbeatTimeout/5, 2.5 to 5). Zero
+	// means max(HeartbeatTimeout/10, min(HeartbeatTimeout/5,
+	// LeaderLeaseTimeout/5)), 100ms with the other defaults, so that a
+	// leader hears from its followers at least 2.5 times within its lease.
+	// Otherwise it must lie in [HeartbeatTimeout/10, HeartbeatTimeout/4]
+	// and be at most half LeaderLeaseTimeout.
+	HeartbeatInterval time.Duration
 
 	// SnapshotThreshold (default 8192) is how many new log entries trigger
 	// a snapshot, checked every SnapshotInterval (default 2m, jittered).
@@ -95,8 +114,8 @@ func DefaultConfig() Config {
 	return Config{
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
-		LeaderLeaseTimeout: 250 * time.Millisecond,
-		CommitTimeout:      250 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      time.Second,
 		SnapshotThreshold:  8192,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       10240,
@@ -116,6 +135,7 @@ func (c Config) withDefaults() Config {
 	set(&c.ElectionTimeout, d.ElectionTimeout)
 	set(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
 	set(&c.CommitTimeout, d.CommitTimeout)
+	set(&c.HeartbeatInterval, max(c.HeartbeatTimeout/10, min(c.HeartbeatTimeout/5, c.LeaderLeaseTimeout/5)))
 	set(&c.SnapshotInterval, d.SnapshotInterval)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = d.SnapshotThreshold
@@ -151,6 +171,9 @@ type Node struct {
 	trans raft.Transport
 	store *diskStore // nil with Config.Storage
 
+	// pace is raft's heartbeat timing while this head leads ([1]) and
+	// while it does not ([0]); see Config.HeartbeatInterval.
+	pace    [2]pace
 	notify  chan bool
 	stopFan chan struct{}
 	fanDone chan struct{}
@@ -182,6 +205,7 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 			}
 		}
 	}()
+	explicitInterval := cfg.HeartbeatInterval != 0
 	cfg = cfg.withDefaults()
 	if cfg.ID == "" {
 		return nil, invalid("raftmeta: open: Config.ID is empty; give every head a stable unique ID")
@@ -191,6 +215,10 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	}
 	if cfg.DedupeWindow < 0 {
 		return nil, invalid("raftmeta: open %s: DedupeWindow %d is negative", cfg.ID, cfg.DedupeWindow)
+	}
+	if hb, iv := cfg.HeartbeatTimeout, cfg.HeartbeatInterval; explicitInterval && (iv < hb/10 || iv > hb/4 || 2*iv > cfg.LeaderLeaseTimeout) {
+		return nil, invalid("raftmeta: open %s: HeartbeatInterval %v: want %v to %v (HeartbeatTimeout/10 to /4) and at most half LeaderLeaseTimeout %v",
+			cfg.ID, iv, hb/10, hb/4, cfg.LeaderLeaseTimeout)
 	}
 	addr := cfg.Addr
 	switch {
@@ -296,6 +324,14 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, invalid("raftmeta: open %s: %w", cfg.ID, err)
 	}
+	n.pace[0] = pace{heartbeat: rc.HeartbeatTimeout, election: rc.ElectionTimeout}
+	lead := 10 * cfg.HeartbeatInterval
+	n.pace[1] = pace{heartbeat: lead, election: max(rc.ElectionTimeout, lead)}
+	leading := *rc
+	leading.HeartbeatTimeout, leading.ElectionTimeout = n.pace[1].heartbeat, n.pace[1].election
+	if err := raft.ValidateConfig(&leading); err != nil {
+		return nil, invalid("raftmeta: open %s: timings while leading: %w", cfg.ID, err)
+	}
 
 	has, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
@@ -367,6 +403,7 @@ func (n *Node) fanOut() {
 	for {
 		select {
 		case v := <-n.notify:
+			n.setPace(v)
 			n.subsMu.Lock()
 			for _, ch := range n.subs {
 				publish(ch, v)
@@ -375,6 +412,37 @@ func (n *Node) fanOut() {
 		case <-n.stopFan:
 			return
 		}
+	}
+}
+
+// pace is the part of raft's reloadable configuration that differs
+// between a leader and the other heads.
+type pace struct{ heartbeat, election time.Duration }
+
+// setPace gives raft the heartbeat timing of a leader or of a follower.
+// hashicorp/raft's leader sends each follower a heartbeat every
+// HeartbeatTimeout/10 to twice that, and uses HeartbeatTimeout for nothing
+// else but the cap of its back-off after failed heartbeats (and
+// ElectionTimeout, which must not be shorter, only to wait for a leadership
+// transfer); a follower starts an election when it has heard nothing for
+// HeartbeatTimeout. So a leader runs with 10×HeartbeatInterval, and a
+// head that stops leading goes back to the configured timeouts before it
+// next waits for a leader (raft then checks its contact at once).
+// Only fanOut calls it, in the order raft reports the changes.
+func (n *Node) setPace(leading bool) {
+	p := n.pace[0]
+	if leading {
+		p = n.pace[1]
+	}
+	if n.pace[0] == n.pace[1] {
+		return
+	}
+	rc := n.raft.ReloadableConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout = p.heartbeat, p.election
+	if err := n.raft.ReloadConfig(rc); err != nil {
+		// Not expected: Open validated both timings. Raft keeps the
+		// old one: as a leader, safe but not as quiet.
+		n.log.Warn("raftmeta: set heartbeat timing", "leading", leading, "err", err)
 	}
 }
 

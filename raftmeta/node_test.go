@@ -493,6 +493,43 @@ func TestLeaderFailoverAndRestart(t *testing.T) {
 	}
 }
 
+// TestLeaderPace: the leader alone runs raft with 10×HeartbeatInterval as
+// its heartbeat timeout (so it heartbeats every HeartbeatInterval), the
+// others keep HeartbeatTimeout, and a head that stops leading gets it back.
+func TestLeaderPace(t *testing.T) {
+	c := startCluster(t, 3, func(cfg *Config) {
+		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout // the interval may then be HeartbeatTimeout/5
+	})
+	hb := c.cfgs[c.ids[0]].HeartbeatTimeout
+	paced := func(n *Node, want time.Duration) func() bool {
+		return func() bool {
+			rc := n.raft.ReloadableConfig()
+			return rc.HeartbeatTimeout == want && rc.ElectionTimeout >= want
+		}
+	}
+	l := c.leader()
+	testutil.WaitFor(t, 10*time.Second, "the leader "+l.id+" to heartbeat every HeartbeatTimeout/5", paced(l, 2*hb))
+	for _, f := range c.followers(l) {
+		if got := f.raft.ReloadableConfig().HeartbeatTimeout; got != hb {
+			t.Fatalf("follower %s runs raft with heartbeat timeout %v, want %v", f.id, got, hb)
+		}
+	}
+	if err := l.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	l2 := c.leader()
+	if l2 == l {
+		t.Fatal("the old leader still leads after a transfer")
+	}
+	testutil.WaitFor(t, 10*time.Second, "the new leader "+l2.id+" to heartbeat every HeartbeatTimeout/5", paced(l2, 2*hb))
+	testutil.WaitFor(t, 10*time.Second, "the old leader "+l.id+" to wait HeartbeatTimeout again", paced(l, hb))
+	if got := l.raft.ReloadableConfig().ElectionTimeout; got != c.cfgs[l.id].ElectionTimeout {
+		t.Fatalf("old leader's election timeout %v, want %v", got, c.cfgs[l.id].ElectionTimeout)
+	}
+	// Still one cluster that commits.
+	c.allocRetry(NewRequestID())
+}
+
 func TestRestartFollowerCatchesUp(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	l := c.leader()
@@ -698,6 +735,15 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 			return Config{ID: "a", DataDir: dir, HeartbeatTimeout: time.Second, LeaderLeaseTimeout: 2 * time.Second}
 		}},
 		{"negative dedupe window", func(string) Config { return Config{ID: "a", DataDir: dir, DedupeWindow: -1} }},
+		{"heartbeat interval under a tenth of the timeout", func(string) Config {
+			return Config{ID: "a", DataDir: dir, HeartbeatTimeout: time.Second, HeartbeatInterval: 99 * time.Millisecond}
+		}},
+		{"heartbeat interval over a quarter of the timeout", func(string) Config {
+			return Config{ID: "a", DataDir: dir, HeartbeatTimeout: time.Second, LeaderLeaseTimeout: time.Second, HeartbeatInterval: 251 * time.Millisecond}
+		}},
+		{"heartbeat interval over half the lease", func(string) Config {
+			return Config{ID: "a", DataDir: dir, HeartbeatTimeout: time.Second, LeaderLeaseTimeout: 300 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -166,6 +166,8 @@ func TestGoMetricsReachPrometheus(t *testing.T) {
 	}
 	gometrics.IncrCounter([]string{"raft", "apply"}, 3)
 	gometrics.SetGauge([]string{"raft", "peers"}, 2)
+	gometrics.AddSampleWithLabels([]string{"raft", "replication", "heartbeat"}, 4, []gometrics.Label{{Name: "peer_id", Value: "h2"}})
+	gometrics.AddSampleWithLabels([]string{"raft", "replication", "heartbeat"}, 6, []gometrics.Label{{Name: "peer_id", Value: "h2"}})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -178,11 +180,49 @@ func TestGoMetricsReachPrometheus(t *testing.T) {
 				got[mf.GetName()] = m.Counter.GetValue()
 			case m.Gauge != nil:
 				got[mf.GetName()] = m.Gauge.GetValue()
+			case m.Summary != nil:
+				for _, l := range m.GetLabel() {
+					got[mf.GetName()+" "+l.GetName()+"="+l.GetValue()] = m.Summary.GetSampleSum()
+				}
+				got[mf.GetName()+" count"] = float64(m.Summary.GetSampleCount())
 			}
 		}
 	}
 	if got["phobos_raft_apply"] != 3 || got["phobos_raft_peers"] != 2 {
 		t.Fatalf("go-metrics on the registry: %v; want phobos_raft_apply 3 and phobos_raft_peers 2", got)
+	}
+	if got["phobos_raft_replication_heartbeat peer_id=h2"] != 10 || got["phobos_raft_replication_heartbeat count"] != 2 {
+		t.Fatalf("go-metrics samples on the registry: %v; want phobos_raft_replication_heartbeat{peer_id=h2} with sum 10 and count 2", got)
+	}
+}
+
+// TestSamplesExpire: a timer not fed for the expiration leaves the
+// registry, as go-metrics' own sink does; one fed since stays.
+func TestSamplesExpire(t *testing.T) {
+	s := newSamples(&gometrics.BlackholeSink{}, time.Minute)
+	s.AddSample([]string{"raft", "old"}, 1)
+	t0 := time.Now()
+	s.AddSample([]string{"raft", "new"}, 1)
+	collect := func(now time.Time) []string {
+		ch := make(chan prometheus.Metric, 8)
+		s.collectAt(ch, now)
+		close(ch)
+		var names []string
+		for m := range ch {
+			names = append(names, m.Desc().String())
+		}
+		return names
+	}
+	if got := collect(t0); len(got) != 2 {
+		t.Fatalf("collected %v, want both timers", got)
+	}
+	s.m["raft_old"].updated = t0.Add(-2 * time.Minute)
+	got := collect(t0)
+	if len(got) != 1 || !strings.Contains(got[0], "raft_new") {
+		t.Fatalf("collected %v after raft_old went unfed for 2m, want raft_new only", got)
+	}
+	if _, ok := s.m["raft_old"]; ok {
+		t.Fatal("the expired timer is still held")
 	}
 }
 
