@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/phobos-project/phobos/dag"
 )
 
 // TestAssignWalkHeapMatchesScan: finding the raylet with the largest
@@ -29,13 +31,23 @@ func TestAssignWalkHeapMatchesScan(t *testing.T) {
 		for i := range slots {
 			slots[i] = rng.IntN(5)
 		}
-		g := walkGraph{n: n, preds: func(i int32) []int32 { return preds[i] }, succs: func(i int32) []int32 { return succs[i] }}
+		g := walkGraph{n: n, pred: csrOf(preds), succ: csrOf(succs)}
 		got := assignWalk(g, initial, slots)
 		want := assignWalkScan(g, initial, slots)
 		if !slices.Equal(got, want) {
 			t.Fatalf("iteration %d: heap %v, scan %v", it, got, want)
 		}
 	}
+}
+
+// csrOf packs rows into a CSR table.
+func csrOf(rows [][]int32) dag.CSR {
+	t := dag.CSR{Off: make([]int32, 1, len(rows)+1)}
+	for _, r := range rows {
+		t.Dst = append(t.Dst, r...)
+		t.Off = append(t.Off, int32(len(t.Dst)))
+	}
+	return t
 }
 
 // assignWalkScan is assignWalk as it was, scanning every raylet per walk.

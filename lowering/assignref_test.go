@@ -103,7 +103,7 @@ func TestAssignWalkMatchesReference(t *testing.T) {
 		}
 		g := chunks(t, inputs...)
 		users := g.Users()
-		wg := walkGraph{n: int32(n), preds: g.Inputs, succs: users.Row}
+		wg := walkGraph{n: int32(n), inputs: g, succ: users}
 		var initial []int32
 		for c := int32(0); c < int32(n); c++ {
 			if len(g.Inputs(c)) == 0 {
@@ -114,9 +114,13 @@ func TestAssignWalkMatchesReference(t *testing.T) {
 		for i := range slots {
 			slots[i] = rng.IntN(5)
 		}
-		got, want := assignWalk(wg, initial, slots), assignWalkRef(wg, initial, slots)
-		if !slices.Equal(got, want) {
-			t.Fatalf("trial %d: slots %v, graph %v:\n got %v\nwant %v", trial, slots, inputs, got, want)
+		want := assignWalkRef(wg, initial, slots)
+		// The walk reads predecessors from a chunk graph (colouring) or a
+		// table (subtasks): both must walk alike.
+		for _, g := range []walkGraph{wg, {n: wg.n, pred: csrOf(inputs), succ: users}} {
+			if got := assignWalk(g, initial, slots); !slices.Equal(got, want) {
+				t.Fatalf("trial %d (chunk graph %v): slots %v, graph %v:\n got %v\nwant %v", trial, g.inputs != nil, slots, inputs, got, want)
+			}
 		}
 	}
 }
