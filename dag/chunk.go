@@ -230,21 +230,30 @@ func (c CSR) Rows() int {
 
 // Invert returns the reverse of c as a table of n rows: for each node, the
 // rows that contain it, in ascending order (InvertCSR without a call per row).
+// It fills the rows through off itself, shifted by one, rather than through
+// a copy of it: a table of ten million rows is 40 MB less to allocate and
+// touch.
 func (c CSR) Invert(n int) CSR {
 	off := make([]int32, n+1)
+	if n == 0 {
+		return CSR{Off: off}
+	}
+	// Count node d's rows in off[d+1], then make off[d+1] the start of
+	// row d: filling row d advances off[d+1] to the start of row d+1, so
+	// off ends right.
 	for _, d := range c.Dst {
-		off[d+1]++
+		if d+1 < int32(n) {
+			off[d+2]++
+		}
 	}
-	for i := 0; i < n; i++ {
-		off[i+1] += off[i]
+	for i := 2; i <= n; i++ {
+		off[i] += off[i-1]
 	}
-	dst := make([]int32, off[n])
-	fill := make([]int32, n)
-	copy(fill, off[:n])
+	dst := make([]int32, len(c.Dst))
 	for i := 0; i < c.Rows(); i++ {
 		for _, d := range c.Dst[c.Off[i]:c.Off[i+1]] {
-			dst[fill[d]] = int32(i)
-			fill[d]++
+			dst[off[d+1]] = int32(i)
+			off[d+1]++
 		}
 	}
 	return CSR{Off: off, Dst: dst}

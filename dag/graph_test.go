@@ -270,3 +270,25 @@ func TestGroupSubtasksMatchesLink(t *testing.T) {
 		}
 	}
 }
+
+// TestInvertMatchesInvertCSR holds CSR.Invert, which fills its rows through
+// its own offsets, to InvertCSR on random tables of n rows over n nodes
+// (empty rows, repeated entries, nodes nothing points at, none at all).
+func TestInvertMatchesInvertCSR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for trial := 0; trial < 300; trial++ {
+		n := rng.IntN(20)
+		rows := n
+		c := CSR{Off: make([]int32, 1, rows+1)}
+		for i := 0; i < rows; i++ {
+			for k := rng.IntN(4); k > 0 && n > 0; k-- {
+				c.Dst = append(c.Dst, int32(rng.IntN(n)))
+			}
+			c.Off = append(c.Off, int32(len(c.Dst)))
+		}
+		got, want := c.Invert(n), InvertCSR(n, func(i int) []int32 { return c.Row(int32(i)) })
+		if !slices.Equal(got.Off, want.Off) || !slices.Equal(got.Dst, want.Dst) {
+			t.Fatalf("trial %d: %v inverted to %v, want %v", trial, c, got, want)
+		}
+	}
+}

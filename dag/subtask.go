@@ -189,14 +189,10 @@ func (g *SubtaskGraph) linkPreds() error {
 	return nil
 }
 
-// linkSuccs fills Succs from Preds and refuses a cyclic graph. When every
-// predecessor has a lower index than its subtask (lowering's groups come
-// out in topological order), the graph is acyclic without a sort.
+// linkSuccs fills Succs from Preds and refuses a cyclic graph.
 func (g *SubtaskGraph) linkSuccs() error {
-	n := len(g.Subtasks)
-	g.Succs = g.Preds.Invert(n)
 	ordered := true
-	for s := 0; s < n && ordered; s++ {
+	for s := 0; s < len(g.Subtasks) && ordered; s++ {
 		for _, p := range g.Preds.Row(int32(s)) {
 			if p >= int32(s) {
 				ordered = false
@@ -204,6 +200,16 @@ func (g *SubtaskGraph) linkSuccs() error {
 			}
 		}
 	}
+	return g.invertPreds(ordered)
+}
+
+// invertPreds fills Succs from Preds and refuses a cyclic graph. ordered
+// says every predecessor has a lower index than its subtask (lowering's
+// groups come out in topological order): then the graph is acyclic
+// without a sort.
+func (g *SubtaskGraph) invertPreds(ordered bool) error {
+	n := len(g.Subtasks)
+	g.Succs = g.Preds.Invert(n)
 	if ordered {
 		return nil
 	}
@@ -247,8 +253,11 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 	}
 	// Predecessors; a chunk read by another subtask is marked for export
 	// (OutIndex 0 until outputs are numbered below).
+	// A subtask has at most as many predecessors as its chunks have
+	// inputs: room for all of them spares growing the table by copies.
 	off := make([]int32, 1, ng+1)
-	var dst []int32
+	dst := make([]int32, 0, chunks.Edges())
+	ordered := true // every predecessor has a lower index than its subtask
 	for s := int32(0); s < int32(ng); s++ {
 		start := len(dst)
 		for _, c := range groups.Row(s) {
@@ -260,10 +269,14 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 				g.OutIndex[in] = 0
 				if !slices.Contains(dst[start:], p) {
 					dst = append(dst, p)
+					ordered = ordered && p < s
 				}
 			}
 		}
 		off = append(off, int32(len(dst)))
+	}
+	if len(dst) == 0 {
+		dst = nil // as Link leaves it
 	}
 	g.Preds = CSR{Off: off, Dst: dst}
 	g.outputs = make([]int32, 0, ng) // most subtasks export one chunk
@@ -278,7 +291,7 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 		}
 		g.Subtasks[s] = Subtask{Raylet: -1, c0: uint32(c0), o0: uint32(o0)}
 	}
-	if err := g.linkSuccs(); err != nil {
+	if err := g.invertPreds(ordered); err != nil {
 		return nil, err
 	}
 	return g, nil
