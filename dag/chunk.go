@@ -12,8 +12,6 @@ type ChunkNode struct {
 	Op       OpID
 	Tileable int32 // the tileable node this chunk belongs to
 	Args     int32 // index into ChunkGraph.Args
-	in0      uint32
-	nin      uint32
 	dim0     uint32
 	ndim     uint8
 	DType    DType
@@ -29,7 +27,10 @@ type ChunkGraph struct {
 	// usually shares one entry.
 	Args [][]byte
 
+	// Chunk c's inputs are inputs[inOff[c]:inOff[c+1]]: the passes that
+	// only follow edges read a dense table of offsets, not every node.
 	inputs []int32
+	inOff  []uint32
 	shapes []int64
 	index  []int32
 
@@ -45,6 +46,7 @@ func NewChunkGraphSized(n, edges int) *ChunkGraph {
 	return &ChunkGraph{
 		Nodes:  make([]ChunkNode, 0, n),
 		inputs: make([]int32, 0, edges),
+		inOff:  append(make([]uint32, 0, n+1), 0),
 		shapes: make([]int64, 0, n),
 		index:  make([]int32, 0, n),
 	}
@@ -103,13 +105,15 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 		Op:       op,
 		Tileable: tileable,
 		Args:     args,
-		in0:      uint32(len(g.inputs)),
-		nin:      uint32(len(inputs)),
 		dim0:     uint32(len(g.shapes)),
 		ndim:     uint8(len(shape)),
 		DType:    dt,
 	})
+	if len(g.inOff) == 0 {
+		g.inOff = append(g.inOff, 0) // a graph not made by NewChunkGraph
+	}
 	g.inputs = append(g.inputs, inputs...)
+	g.inOff = append(g.inOff, uint32(len(g.inputs)))
 	if len(shape) == 1 { // most chunks: an append without a copy call
 		g.shapes = append(g.shapes, shape[0])
 		g.index = append(g.index, index[0])
@@ -144,8 +148,8 @@ func (g *ChunkGraph) Edges() int { return len(g.inputs) }
 
 // Inputs returns chunk c's inputs. The slice aliases the graph: do not modify.
 func (g *ChunkGraph) Inputs(c int32) []int32 {
-	n := &g.Nodes[c]
-	return g.inputs[n.in0 : n.in0+n.nin : n.in0+n.nin]
+	i0, i1 := g.inOff[c], g.inOff[c+1]
+	return g.inputs[i0:i1:i1]
 }
 
 // Shape returns chunk c's shape. The slice aliases the graph: do not modify.
@@ -197,7 +201,7 @@ func (g *ChunkGraph) Users() CSR {
 func (g *ChunkGraph) Validate() error {
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
-		if uint64(n.in0)+uint64(n.nin) > uint64(len(g.inputs)) ||
+		if len(g.inOff) != len(g.Nodes)+1 || g.inOff[i] > g.inOff[i+1] || uint64(g.inOff[i+1]) > uint64(len(g.inputs)) ||
 			uint64(n.dim0)+uint64(n.ndim) > uint64(len(g.shapes)) ||
 			int(n.Args) >= len(g.Args) || n.Args < 0 {
 			return fmt.Errorf("chunk %d: references outside the graph's tables", i)
