@@ -94,10 +94,8 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 	q := quotas(len(initial), slots)
 	byQuota := newQuotaHeap(q)
 	spread := (int(g.n-g.lo) + len(slots) - 1) / len(slots)
-	met := make([]uint64, (g.n+63)/64) // nodes met by the current walk
-	// A walk meets each node once at most; growing the queue there by
-	// appending cost a fifth of the walks on the seed example.
-	queue := make([]int32, 0, g.n-g.lo)
+	var met []uint64 // nodes met by the current walk
+	var queue []int32
 	next := 0
 	for {
 		for next < len(initial) && raylet[initial[next]] >= 0 {
@@ -138,6 +136,13 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 			q[r]--
 			byQuota.down(0)
 			continue
+		}
+		if met == nil {
+			// A walk meets each node once at most; growing the queue
+			// by appending cost a fifth of the walks on the seed
+			// example. (A job of independent subtasks never walks.)
+			met = make([]uint64, (g.n+63)/64)
+			queue = make([]int32, 0, g.n-g.lo)
 		}
 		q[r] -= g.walk(initial[next], int32(r), q[r], spread, state, raylet, met, &queue)
 		byQuota.down(0) // r was the top; only its quota changed
