@@ -114,6 +114,22 @@ func TestSubtaskGraphLink(t *testing.T) {
 	if _, ok := sg.ObjectOf(add); ok {
 		t.Fatal("fused intermediate has an object")
 	}
+	for _, base := range []uint64{10, 1<<40 + 7} { // indexes past 32 bits too
+		sg.Base = base
+		out := make([]ObjectID, 3)
+		if n := sg.ObjectsOf([]int32{sum, r1, r0}, out); n != 3 {
+			t.Fatalf("ObjectsOf wrote %d of 3", n)
+		}
+		for i, c := range []int32{sum, r1, r0} {
+			if want, _ := sg.ObjectOf(c); out[i] != want {
+				t.Fatalf("base %d: ObjectsOf gives chunk %d %s, ObjectOf %s", base, c, out[i], want)
+			}
+		}
+		if n := sg.ObjectsOf([]int32{r1, add, sum}, out); n != 1 {
+			t.Fatalf("ObjectsOf stopped after %d chunks, want 1 (add has no object)", n)
+		}
+	}
+	sg.Base = 10
 
 	bad := NewSubtaskGraph(g, 2)
 	bad.AddSubtask([]int32{r0, r1}, []int32{r0})

@@ -130,6 +130,29 @@ func (g *SubtaskGraph) ObjectOf(c int32) (ObjectID, bool) {
 	return o, true // NewObjectID(g.ID(g.Owner[c]), OutIndex[c]), written in place
 }
 
+// ObjectsOf writes into out[i] the object under which chunks[i] is stored
+// (as ObjectOf, in one loop) and returns how many it wrote: fewer than
+// len(chunks) when chunks[n] never leaves its subtask. out must be at
+// least as long as chunks.
+func (g *SubtaskGraph) ObjectsOf(chunks []int32, out []ObjectID) int {
+	var head [6]byte // task and stage, the same for every object
+	binary.LittleEndian.PutUint32(head[0:4], uint32(g.Task))
+	binary.LittleEndian.PutUint16(head[4:6], uint16(g.Stage))
+	out = out[:len(chunks)]
+	for i, c := range chunks {
+		if int(c) >= len(g.Owner) || g.Owner[c] < 0 || g.OutIndex[c] < 0 {
+			return i
+		}
+		ix := g.Base + uint64(g.Owner[c])
+		o := &out[i]
+		copy(o[0:6], head[:])
+		binary.LittleEndian.PutUint32(o[6:10], uint32(ix))
+		binary.LittleEndian.PutUint16(o[10:12], uint16(ix>>32))
+		binary.LittleEndian.PutUint32(o[12:16], uint32(g.OutIndex[c]))
+	}
+	return len(chunks)
+}
+
 // Link fills Owner, OutIndex, Preds and Succs from the subtasks' chunks and
 // outputs. It fails if a chunk belongs to two subtasks, if a subtask reads a
 // chunk of another subtask that is not exported, or if the subtasks form a

@@ -253,15 +253,26 @@ func (t *Tiled) finishStage(sg *dag.SubtaskGraph, cg *dag.ChunkGraph, fetch []in
 	}
 	t.lowered = hi
 	objectOf := sg.ObjectOf
+	objectsOf := sg.ObjectsOf
 	if cg != t.Chunks {
 		objectOf = func(c int32) (dag.ObjectID, bool) {
 			id := t.objects[c]
 			return id, !id.IsZero()
 		}
+		objectsOf = func(cs []int32, out []dag.ObjectID) int {
+			for i, c := range cs {
+				id, ok := objectOf(c)
+				if !ok {
+					return i
+				}
+				out[i] = id
+			}
+			return len(cs)
+		}
 	}
 	if complete {
 		for _, o := range t.Graph.Outputs {
-			r, err := t.result(o, objectOf)
+			r, err := t.result(o, objectsOf)
 			if err != nil {
 				return nil, err
 			}
@@ -280,8 +291,12 @@ func (t *Tiled) finishStage(sg *dag.SubtaskGraph, cg *dag.ChunkGraph, fetch []in
 	return p, nil
 }
 
-// result describes output tileable o.
-func (t *Tiled) result(o int32, objectOf func(int32) (dag.ObjectID, bool)) (Result, error) {
+// result describes output tileable o of a job that is tiled in full:
+// objectsOf fills the objects of its chunks (as SubtaskGraph.ObjectsOf).
+// Its NSplits share the grid's rows, which nothing changes once every
+// node is tiled (Feed has nothing left to feed): ten million chunks'
+// splits are 80 MB a copy would allocate and write.
+func (t *Tiled) result(o int32, objectsOf func([]int32, []dag.ObjectID) int) (Result, error) {
 	g := t.Graph
 	grid := t.Grids[o]
 	r := Result{
@@ -291,7 +306,7 @@ func (t *Tiled) result(o int32, objectOf func(int32) (dag.ObjectID, bool)) (Resu
 		Objects: make([]dag.ObjectID, len(grid.Chunks)),
 	}
 	for d, s := range grid.NSplits {
-		r.NSplits[d] = append([]int64(nil), s...)
+		r.NSplits[d] = s[:len(s):len(s)]
 		if d < len(r.Meta.Shape) && r.Meta.Shape[d] == Unknown {
 			// The declared size was unknown; the grid may know it by now.
 			sum := int64(0)
@@ -305,12 +320,8 @@ func (t *Tiled) result(o int32, objectOf func(int32) (dag.ObjectID, bool)) (Resu
 			r.Meta.Shape[d] = sum
 		}
 	}
-	for i, c := range grid.Chunks {
-		id, ok := objectOf(c)
-		if !ok {
-			return r, dag.Errorf(dag.KindInternal, "result chunk %d of %s is not exported", c, g.Describe(o))
-		}
-		r.Objects[i] = id
+	if k := objectsOf(grid.Chunks, r.Objects); k < len(grid.Chunks) {
+		return r, dag.Errorf(dag.KindInternal, "result chunk %d of %s is not exported", grid.Chunks[k], g.Describe(o))
 	}
 	return r, nil
 }
