@@ -165,6 +165,16 @@ func (g *ChunkGraph) Index(c int32) []int32 {
 	return g.index[n.dim0 : n.dim0+uint32(n.ndim) : n.dim0+uint32(n.ndim)]
 }
 
+// InputTable returns every chunk's inputs as a CSR table (its Dst aliases
+// the graph: do not modify), for passes that follow edges in bulk.
+func (g *ChunkGraph) InputTable() CSR {
+	off := make([]int32, len(g.Nodes)+1)
+	for i := range off {
+		off[i] = int32(g.inOff[i])
+	}
+	return CSR{Off: off, Dst: g.inputs[:off[len(g.Nodes)]]}
+}
+
 // NodeArgs returns chunk c's op args.
 func (g *ChunkGraph) NodeArgs(c int32) []byte { return g.Args[g.Nodes[c].Args] }
 

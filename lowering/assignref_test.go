@@ -103,7 +103,7 @@ func TestAssignWalkMatchesReference(t *testing.T) {
 		}
 		g := chunks(t, inputs...)
 		users := g.Users()
-		wg := walkGraph{n: int32(n), inputs: g, succ: users}
+		wg := walkGraph{n: int32(n), pred: g.InputTable(), succ: users}
 		var initial []int32
 		for c := int32(0); c < int32(n); c++ {
 			if len(g.Inputs(c)) == 0 {
@@ -114,13 +114,12 @@ func TestAssignWalkMatchesReference(t *testing.T) {
 		for i := range slots {
 			slots[i] = rng.IntN(5)
 		}
-		want := assignWalkRef(wg, initial, slots)
-		// The walk reads predecessors from a chunk graph (colouring) or a
-		// table (subtasks): both must walk alike.
-		for _, g := range []walkGraph{wg, {n: wg.n, pred: csrOf(inputs), succ: users}} {
-			if got := assignWalk(g, initial, slots); !slices.Equal(got, want) {
-				t.Fatalf("trial %d (chunk graph %v): slots %v, graph %v:\n got %v\nwant %v", trial, g.inputs != nil, slots, inputs, got, want)
-			}
+		got, want := assignWalk(wg, initial, slots), assignWalkRef(wg, initial, slots)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d: slots %v, graph %v:\n got %v\nwant %v", trial, slots, inputs, got, want)
+		}
+		if it := g.InputTable(); !slices.Equal(it.Off, csrOf(inputs).Off) || !slices.Equal(it.Dst, csrOf(inputs).Dst) {
+			t.Fatalf("trial %d: input table %v of graph %v", trial, it, inputs)
 		}
 	}
 }
