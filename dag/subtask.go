@@ -302,6 +302,14 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 		dst = nil // as Link leaves it
 	}
 	g.Preds = CSR{Off: off, Dst: dst}
+	// Successors come from Preds alone and the outputs from OutIndex's
+	// marks: in a big graph the two passes run side by side (on a second
+	// core when there is one), each writing only its own tables.
+	var linked chan error
+	if ng >= parallelGroup {
+		linked = make(chan error, 1)
+		go func() { linked <- g.invertPreds(ordered) }()
+	}
 	g.outputs = make([]int32, 0, ng) // most subtasks export one chunk
 	for s := int32(0); s < int32(ng); s++ {
 		c0, c1 := groups.Off[s], groups.Off[s+1]
@@ -314,11 +322,22 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 		}
 		g.Subtasks[s] = Subtask{Raylet: -1, c0: uint32(c0), o0: uint32(o0)}
 	}
-	if err := g.invertPreds(ordered); err != nil {
+	var err error
+	if linked != nil {
+		err = <-linked
+	} else {
+		err = g.invertPreds(ordered)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return g, nil
 }
+
+// parallelGroup is the number of subtasks from which GroupSubtasks links
+// successors on a goroutine of their own: below it, starting one costs
+// more than it saves.
+const parallelGroup = 1 << 15
 
 // Topo returns the subtasks in an order where every subtask follows its
 // predecessors. Link must have succeeded.
