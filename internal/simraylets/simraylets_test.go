@@ -47,6 +47,39 @@ func TestJobsRunOnSimulatedRaylets(t *testing.T) {
 	}
 }
 
+// TestReleaseFreesInBatches: releasing a job of 3 × 8Ki + 5 results on 2
+// raylets tells them to free every result, in FreeObjects messages of at
+// most 8Ki IDs (one message a raylet was 16 bytes an ID, over a raylet's
+// max frame from a million IDs on).
+func TestReleaseFreesInBatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Config{Raylets: 2, Slots: 4, Credits: 1024, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cl, err := c.Client(ctx, phobosOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3*8192 + 5
+	g, err := Job("independent", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(ctx, cl, "independent", g, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitFreed(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	if st.Freed != n || st.MaxFreeBatch > 8192 || st.MaxFreeBatch == 0 {
+		t.Fatalf("raylets were told to free %d objects (want %d), at most %d in one message (want 1 to 8192)", st.Freed, n, st.MaxFreeBatch)
+	}
+}
+
 func TestHistogramQuantiles(t *testing.T) {
 	var h histogram
 	for i := 1; i <= 1000; i++ {
