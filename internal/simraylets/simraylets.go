@@ -122,9 +122,9 @@ type Cluster struct {
 	lat      histogram
 	pulls    atomic.Int64
 	done     atomic.Int64
-	// freed counts the object IDs FreeObjects messages named, and
-	// maxFree the most one message named; freedMore is signalled (without
-	// blocking) after each such message.
+	// freed counts the objects the head told raylets to free, and
+	// maxFree the most one FreeObjects message named; freedMore is
+	// signalled (without blocking) after each count.
 	freed     atomic.Int64
 	maxFree   atomic.Int64
 	freedMore chan struct{}
@@ -274,6 +274,9 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 			c.lat.add(time.Since(start))
 		}
 		c.done.Add(int64(len(done)))
+		if len(rep.Free) > 0 {
+			c.countFreed(len(rep.Free))
+		}
 		done, sizes = done[:0], sizes[:0]
 		if len(rep.Subtasks) == 0 {
 			// Idle: let go of the buffers the last batch grew, so that
@@ -298,7 +301,8 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 // the head spent on them, on the same two cores; the head's encoding and
 // the bytes on the wire are the same either way.
 type simReply struct {
-	Subtasks []simSpec `cbor:"1,keyasint,omitempty"`
+	Subtasks []simSpec      `cbor:"1,keyasint,omitempty"`
+	Free     []dag.ObjectID `cbor:"2,keyasint,omitempty"` // only counted
 }
 
 type simSpec struct {
@@ -316,6 +320,7 @@ func (r *simReply) reset() {
 		specs[i] = simSpec{Outputs: specs[i].Outputs[:0]}
 	}
 	r.Subtasks = r.Subtasks[:0]
+	r.Free = r.Free[:0]
 }
 
 // heartbeat beats for one raylet each HeartbeatInterval. Each raylet has
@@ -362,8 +367,9 @@ func (c *Cluster) Client(ctx context.Context, opts phobos.Options) (*phobos.Clie
 type Stats struct {
 	Pulls     int64 // pulls answered
 	Completed int64 // subtasks reported finished
-	// Freed is the object IDs the head's FreeObjects messages named, and
-	// MaxFreeBatch the most one message named.
+	// Freed is the objects the head told raylets to free (in FreeObjects
+	// messages and pull replies), and MaxFreeBatch the most one
+	// FreeObjects message named.
 	Freed, MaxFreeBatch int64
 	// HeadBytes is the bytes through every head's connections, both ways
 	// (Raft between heads included).
@@ -454,11 +460,16 @@ func (k sink) HandleMessage(_ *transport.Session, m transport.Method, b transpor
 		return
 	}
 	n := int64(len(msg.IDs))
-	k.c.freed.Add(n)
 	for cur := k.c.maxFree.Load(); n > cur && !k.c.maxFree.CompareAndSwap(cur, n); cur = k.c.maxFree.Load() {
 	}
+	k.c.countFreed(len(msg.IDs))
+}
+
+// countFreed counts n objects the head told a raylet to free.
+func (c *Cluster) countFreed(n int) {
+	c.freed.Add(int64(n))
 	select {
-	case k.c.freedMore <- struct{}{}:
+	case c.freedMore <- struct{}{}:
 	default:
 	}
 }

@@ -35,6 +35,11 @@ func TestJobsRunOnSimulatedRaylets(t *testing.T) {
 		if r.N < 3000 || r.PerSec <= 0 || r.HeadBytesPerSubtask <= 0 || r.Pulls == 0 || r.PullP99 < r.PullP50 || r.PullP50 <= 0 {
 			t.Fatalf("%s: implausible result %+v", job, r)
 		}
+		// Each subtask of these jobs makes one object, freed by the end
+		// of Run (which waits for it to measure the heap after the frees).
+		if got := c.Stats().Freed; got != r.N {
+			t.Fatalf("%s: raylets were told to free %d objects, want %d", job, got, r.N)
+		}
 		// The last pulls carry the last completions after the job ended;
 		// every subtask is eventually reported.
 		deadline := time.Now().Add(10 * time.Second)
