@@ -129,11 +129,92 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 		cg, fetch = t.stageChunks(lo, hi)
 	}
 	nf := int32(len(fetch))
-	local := func(c int32) int32 { return nf + c - lo } // of a chunk of this stage
 
-	// Export results, and what untiled nodes will read.
+	// Export results, and what untiled nodes will read: beside finding
+	// each chunk's sole user for chain fusion, which reads only cg.
 	export := make([]bool, cg.Len())
 	keep := make([]bool, cg.Len())
+	marked := make(chan struct{})
+	go func() {
+		defer close(marked)
+		t.markExports(export, keep, lo, nf)
+	}()
+	var sole []int32
+	if opts.Fusion == FuseChain {
+		sole = soleUsers(cg)
+	}
+	<-marked
+
+	var groups dag.CSR
+	var chunkRaylet []int32
+	switch opts.Fusion {
+	case FuseColoring:
+		users := cg.Users()
+		chunkRaylet = assignChunks(cg, users, nf, opts.Slots)
+		groups = fuseColoring(cg, users, nf, chunkRaylet, opts.ColorInitial, opts.Broadcast)
+	case FuseChain:
+		groups = fuseChains(cg, sole, nf, opts.Fusion)
+	case FuseNone:
+		groups = fuseChains(cg, nil, nf, opts.Fusion)
+	default:
+		return nil, dag.Errorf(dag.KindInvalidArgument, "lower task %d: unknown fusion %v", task, opts.Fusion)
+	}
+	sg, err := buildSubtasks(cg, groups, export)
+	if err != nil {
+		return nil, err
+	}
+	// Every stage takes an ID, even one without subtasks (its needs were
+	// all computed earlier), so that stage k of a job always follows the
+	// k-th Feed: a head replaying the job pairs them up.
+	//
+	// Initial assignment writes only the subtasks' Raylet and needs no
+	// IDs; taking the IDs writes the graph's Task, Stage and Base;
+	// finishing the stage reads only the graph's IDs, Owner and OutIndex,
+	// and priorities write only the subtasks' Priority. Each is
+	// deterministic and they share nothing written, so assignment runs
+	// beside the rest (on a second core when there is one; beside the Raft
+	// commit that allocates the IDs in a head) and the plan is the same as
+	// in sequence. Assignment is the longer (a walk of the whole graph
+	// when subtasks have edges); the rest takes about as long for a job of
+	// independent subtasks.
+	placed := make(chan struct{})
+	go func() {
+		defer close(placed)
+		if opts.Fusion == FuseColoring {
+			for s := range sg.Subtasks {
+				if len(sg.Preds.Row(int32(s))) == 0 {
+					sg.Subtasks[s].Raylet = chunkRaylet[sg.ChunksOf(int32(s))[0]]
+				}
+			}
+		} else {
+			assignSubtasks(sg, opts.Slots)
+		}
+	}()
+	stage, base, err := alloc(sg.Len())
+	if err != nil {
+		<-placed
+		return nil, fmt.Errorf("allocate ids for %d subtasks of task %d: %w", sg.Len(), task, err)
+	}
+	sg.Task, sg.Stage, sg.Base = task, stage, base
+	p, err := t.finishStage(sg, cg, fetch, keep, lo, hi, complete)
+	prioritize(sg)
+	<-placed
+	if err != nil {
+		return nil, err
+	}
+	t.stages++
+	t.subtasks += int64(sg.Len())
+	if invariants && complete {
+		t.checkEstimate(opts.Fusion)
+	}
+	return p, nil
+}
+
+// markExports sets export and keep (indexed by this stage's chunks: a
+// chunk c >= lo of the job is nf + c - lo) for the chunks of the job's
+// tiled outputs and the tiled inputs of untiled nodes.
+func (t *Tiled) markExports(export, keep []bool, lo, nf int32) {
+	local := func(c int32) int32 { return nf + c - lo } // of a chunk of this stage
 	mark := func(grid *dag.Grid) {
 		for _, c := range grid.Chunks {
 			if c >= lo {
@@ -157,66 +238,6 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 			}
 		}
 	}
-
-	var groups dag.CSR
-	var chunkRaylet []int32
-	switch opts.Fusion {
-	case FuseColoring:
-		users := cg.Users()
-		chunkRaylet = assignChunks(cg, users, nf, opts.Slots)
-		groups = fuseColoring(cg, users, nf, chunkRaylet, opts.ColorInitial, opts.Broadcast)
-	case FuseChain:
-		groups = fuseChains(cg, soleUsers(cg), nf, opts.Fusion)
-	case FuseNone:
-		groups = fuseChains(cg, nil, nf, opts.Fusion)
-	default:
-		return nil, dag.Errorf(dag.KindInvalidArgument, "lower task %d: unknown fusion %v", task, opts.Fusion)
-	}
-	sg, err := buildSubtasks(cg, groups, export)
-	if err != nil {
-		return nil, err
-	}
-	// Every stage takes an ID, even one without subtasks (its needs were
-	// all computed earlier), so that stage k of a job always follows the
-	// k-th Feed: a head replaying the job pairs them up.
-	stage, base, err := alloc(sg.Len())
-	if err != nil {
-		return nil, fmt.Errorf("allocate ids for %d subtasks of task %d: %w", sg.Len(), task, err)
-	}
-	sg.Task, sg.Stage, sg.Base = task, stage, base
-	// Initial assignment writes only the subtasks' Raylet; finishing the
-	// stage reads only the graph's IDs, Owner and OutIndex, and priorities
-	// write only the subtasks' Priority. Each is deterministic and they
-	// share nothing written, so assignment runs beside the other two (on a
-	// second core when there is one) and the plan is the same as in
-	// sequence. Assignment is the longer (a walk of the whole graph when
-	// subtasks have edges); the other two take about as long for a job of
-	// independent subtasks.
-	placed := make(chan struct{})
-	go func() {
-		defer close(placed)
-		if opts.Fusion == FuseColoring {
-			for s := range sg.Subtasks {
-				if len(sg.Preds.Row(int32(s))) == 0 {
-					sg.Subtasks[s].Raylet = chunkRaylet[sg.ChunksOf(int32(s))[0]]
-				}
-			}
-		} else {
-			assignSubtasks(sg, opts.Slots)
-		}
-	}()
-	p, err := t.finishStage(sg, cg, fetch, keep, lo, hi, complete)
-	prioritize(sg)
-	<-placed
-	if err != nil {
-		return nil, err
-	}
-	t.stages++
-	t.subtasks += int64(sg.Len())
-	if invariants && complete {
-		t.checkEstimate(opts.Fusion)
-	}
-	return p, nil
 }
 
 // finishStage makes the plan of stage sg (of chunks cg, lowered from chunks
