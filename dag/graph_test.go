@@ -266,7 +266,11 @@ func TestGroupSubtasksMatchesLink(t *testing.T) {
 			want.AddSubtask(r, outs)
 		}
 		werr := want.Link()
-		got, gerr := GroupSubtasks(g, groups, export)
+		// then must see the final Preds and Succs, and run only on success.
+		seen := make(chan [2]CSR, 1)
+		got, gerr := GroupSubtasksThen(g, groups, export, func(sg *SubtaskGraph) {
+			seen <- [2]CSR{sg.Preds, sg.Succs}
+		})
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("trial %d: Link says %v, GroupSubtasks says %v", trial, werr, gerr)
 		}
@@ -274,7 +278,15 @@ func TestGroupSubtasksMatchesLink(t *testing.T) {
 			if !strings.Contains(gerr.Error(), "cycle") {
 				t.Fatalf("trial %d: %v, want a cycle", trial, gerr)
 			}
+			select {
+			case <-seen:
+				t.Fatalf("trial %d: then ran although grouping failed", trial)
+			default:
+			}
 			continue
+		}
+		if linked := <-seen; !reflect.DeepEqual(linked[0], want.Preds) || !reflect.DeepEqual(linked[1], want.Succs) {
+			t.Fatalf("trial %d: then saw preds %v succs %v, want %v %v", trial, linked[0], linked[1], want.Preds, want.Succs)
 		}
 		if !reflect.DeepEqual(got.Subtasks, want.Subtasks) || !reflect.DeepEqual(got.Owner, want.Owner) ||
 			!reflect.DeepEqual(got.OutIndex, want.OutIndex) || !reflect.DeepEqual(got.Preds, want.Preds) ||

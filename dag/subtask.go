@@ -251,6 +251,17 @@ func (g *SubtaskGraph) invertPreds(ordered bool) error {
 // The graph keeps groups.Dst as its table of chunks: the caller must not
 // modify it afterwards.
 func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph, error) {
+	return GroupSubtasksThen(chunks, groups, export, nil)
+}
+
+// GroupSubtasksThen is GroupSubtasks that also starts then(g) (unless it
+// is nil), on a goroutine of its own, as soon as g's Preds and Succs are
+// final: in a big graph beside numbering the outputs, and in any graph
+// without waiting for it to return. then is called exactly when
+// GroupSubtasksThen succeeds. Until GroupSubtasksThen returns, then may
+// read only g's Preds, Succs and len(Subtasks): the rest of g is still
+// being written.
+func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(*SubtaskGraph)) (*SubtaskGraph, error) {
 	n := chunks.Len()
 	ng := groups.Rows()
 	g := &SubtaskGraph{
@@ -308,7 +319,13 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 	var linked chan error
 	if ng >= parallelGroup {
 		linked = make(chan error, 1)
-		go func() { linked <- g.invertPreds(ordered) }()
+		go func() {
+			err := g.invertPreds(ordered)
+			linked <- err
+			if err == nil && then != nil {
+				then(g)
+			}
+		}()
 	}
 	g.outputs = make([]int32, 0, ng) // most subtasks export one chunk
 	for s := int32(0); s < int32(ng); s++ {
@@ -322,14 +339,17 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 		}
 		g.Subtasks[s] = Subtask{Raylet: -1, c0: uint32(c0), o0: uint32(o0)}
 	}
-	var err error
 	if linked != nil {
-		err = <-linked
-	} else {
-		err = g.invertPreds(ordered)
+		if err := <-linked; err != nil {
+			return nil, err
+		}
+		return g, nil
 	}
-	if err != nil {
+	if err := g.invertPreds(ordered); err != nil {
 		return nil, err
+	}
+	if then != nil {
+		go then(g)
 	}
 	return g, nil
 }

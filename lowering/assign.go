@@ -316,13 +316,25 @@ func (h *quotaHeap) deal(nodes []int32, raylet []int32) int {
 // assignSubtasks sets Raylet on every initial subtask (one without
 // predecessors in its stage) of sg.
 func assignSubtasks(sg *dag.SubtaskGraph, slots []int) {
-	initial := make([]int32, 0, len(sg.Subtasks)) // at most all; freed once assigned
-	for s := range sg.Subtasks {
-		if len(sg.Preds.Row(int32(s))) == 0 {
+	setRaylets(sg, initialRaylets(sg, slots))
+}
+
+// initialRaylets returns the raylet of every subtask of sg: the initial
+// ones' (without predecessors in the stage), -1 for the others. It reads
+// only sg's Preds, Succs and len(Subtasks).
+func initialRaylets(sg *dag.SubtaskGraph, slots []int) []int32 {
+	n := len(sg.Subtasks)
+	initial := make([]int32, 0, n) // at most all; freed once assigned
+	for s := range n {
+		if sg.Preds.Off[s] == sg.Preds.Off[s+1] {
 			initial = append(initial, int32(s))
 		}
 	}
-	raylet := assignWalk(walkGraph{n: int32(sg.Len()), pred: sg.Preds, succ: sg.Succs}, initial, slots)
+	return assignWalk(walkGraph{n: int32(n), pred: sg.Preds, succ: sg.Succs}, initial, slots)
+}
+
+// setRaylets writes raylet into the subtasks of sg.
+func setRaylets(sg *dag.SubtaskGraph, raylet []int32) {
 	for s, r := range raylet {
 		sg.Subtasks[s].Raylet = r
 	}

@@ -10,7 +10,14 @@ import (
 // no group (fetched from earlier stages) belong to no subtask. The graph
 // keeps groups.Dst as its table of chunks.
 func buildSubtasks(cg *dag.ChunkGraph, groups dag.CSR, export []bool) (*dag.SubtaskGraph, error) {
-	sg, err := dag.GroupSubtasks(cg, groups, export)
+	return buildSubtasksThen(cg, groups, export, nil)
+}
+
+// buildSubtasksThen is buildSubtasks that starts then as
+// dag.GroupSubtasksThen does: on a goroutine of its own once the graph's
+// predecessors and successors are known, and only if it succeeds.
+func buildSubtasksThen(cg *dag.ChunkGraph, groups dag.CSR, export []bool, then func(*dag.SubtaskGraph)) (*dag.SubtaskGraph, error) {
+	sg, err := dag.GroupSubtasksThen(cg, groups, export, then)
 	if err != nil {
 		return nil, dag.Errorf(dag.KindInternal, "grouping chunks into subtasks: %w", err)
 	}

@@ -159,14 +159,6 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 	default:
 		return nil, dag.Errorf(dag.KindInvalidArgument, "lower task %d: unknown fusion %v", task, opts.Fusion)
 	}
-	sg, err := buildSubtasks(cg, groups, export)
-	if err != nil {
-		return nil, err
-	}
-	// Every stage takes an ID, even one without subtasks (its needs were
-	// all computed earlier), so that stage k of a job always follows the
-	// k-th Feed: a head replaying the job pairs them up.
-	//
 	// Initial assignment writes only the subtasks' Raylet and needs no
 	// IDs; taking the IDs writes the graph's Task, Stage and Base;
 	// finishing the stage reads only the graph's IDs, Owner and OutIndex,
@@ -174,22 +166,35 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 	// deterministic and they share nothing written, so assignment runs
 	// beside the rest (on a second core when there is one; beside the Raft
 	// commit that allocates the IDs in a head) and the plan is the same as
-	// in sequence. Assignment is the longer (a walk of the whole graph
-	// when subtasks have edges); the rest takes about as long for a job of
-	// independent subtasks.
-	placed := make(chan struct{})
-	go func() {
+	// in sequence. It starts as soon as grouping knows the subtasks'
+	// predecessors and successors (beside numbering their outputs), and
+	// writes into the subtasks once grouping has returned. Assignment is
+	// the longer (a walk of the whole graph when subtasks have edges);
+	// the rest takes about as long for a job of independent subtasks.
+	grouped, placed := make(chan struct{}), make(chan struct{})
+	assign := func(sg *dag.SubtaskGraph) {
 		defer close(placed)
 		if opts.Fusion == FuseColoring {
+			<-grouped // reads the subtasks' chunks
 			for s := range sg.Subtasks {
 				if len(sg.Preds.Row(int32(s))) == 0 {
 					sg.Subtasks[s].Raylet = chunkRaylet[sg.ChunksOf(int32(s))[0]]
 				}
 			}
-		} else {
-			assignSubtasks(sg, opts.Slots)
+			return
 		}
-	}()
+		raylet := initialRaylets(sg, opts.Slots)
+		<-grouped
+		setRaylets(sg, raylet)
+	}
+	sg, err := buildSubtasksThen(cg, groups, export, assign)
+	if err != nil {
+		return nil, err // assign was not started
+	}
+	close(grouped)
+	// Every stage takes an ID, even one without subtasks (its needs were
+	// all computed earlier), so that stage k of a job always follows the
+	// k-th Feed: a head replaying the job pairs them up.
 	stage, base, err := alloc(sg.Len())
 	if err != nil {
 		<-placed
