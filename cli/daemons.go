@@ -163,7 +163,7 @@ func parsePeers(s string) ([]raftmeta.Server, error) {
 
 // rayletFlags are the flags that set raylet.Config's fields.
 var rayletFlags = map[string]string{"Heads": "head", "Slots": "slots", "Store.Capacity": "store-size",
-	"CancelGrace": "cancel-grace", "MaxFrame": "max-frame"}
+	"CancelGrace": "cancel-grace", "SpinWait": "spin-wait", "MaxFrame": "max-frame"}
 
 // rayletFlagError puts the flag's name on a config error of the raylet
 // library, which names the Config field.
@@ -206,6 +206,7 @@ func newRayletCmd() *cobra.Command {
 	var hf httpFlags
 	hf.register(fs)
 	cancelGrace := fs.Duration("cancel-grace", def.CancelGrace, "how long a cancelled kernel may run on before the raylet abandons it and frees its slot")
+	spinWait := fs.Duration("spin-wait", def.SpinWait, "how long an idle worker looks for its next subtask before it sleeps, while subtasks here wait for inputs made here (negative: never)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		if err := applyConfig(fs, *config); err != nil {
@@ -228,7 +229,7 @@ func newRayletCmd() *cobra.Command {
 		cfg := raylet.Config{
 			ID: *id, IDFile: rayletIDFile(*stateDir, *storeDir), Listen: *listen, Advertise: *advertise, Heads: strings.Split(*heads, ","), Token: tcfg.Token,
 			Slots: *slots, Store: objectstore.Config{Dir: *storeDir, Capacity: storeSize, SpillDir: *spillDir, SettingNames: storeFlags}, Logger: log,
-			MaxFrame: int(maxFrame), Transport: tcfg, CancelGrace: *cancelGrace, HTTP: hf.addr, HTTPTokenFile: hf.tokenFile,
+			MaxFrame: int(maxFrame), Transport: tcfg, CancelGrace: *cancelGrace, SpinWait: *spinWait, HTTP: hf.addr, HTTPTokenFile: hf.tokenFile,
 		}
 		if err := cfg.Validate(); err != nil {
 			return rayletFlagError(err)

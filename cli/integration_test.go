@@ -164,7 +164,7 @@ func TestCLIUpDemoStatus(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	up := startUp(t, ctx, bin, "--heads", "3", "--raylets", "2", "--dir", dir, "--store-size", "64MiB", "--slots", "1")
+	up := startUp(t, ctx, bin, "--heads", "3", "--raylets", "2", "--dir", dir, "--store-size", "64MiB", "--store-dir", t.TempDir(), "--slots", "1")
 	info := up.info
 	if len(info.Heads) != 3 || len(info.Raylets) != 2 || info.Client == nil || info.Admin == nil || info.TokenFile != "" {
 		t.Fatalf("phobos up --json: %+v", info)

@@ -23,7 +23,7 @@ func TestStoreFlagsSpill(t *testing.T) {
 	defer cancel()
 	spill := t.TempDir()
 	up := startUp(t, ctx, bin, "--heads", "1", "--raylets", "1", "--dir", t.TempDir(),
-		"--store-size", "4MiB", "--spill-dir", spill, "--slots", "2")
+		"--store-size", "4MiB", "--store-dir", t.TempDir(), "--spill-dir", spill, "--slots", "2")
 	info := up.info
 	dirs, _ := filepath.Glob(filepath.Join(spill, "phobos-*.spill"))
 	if len(dirs) != 1 {

@@ -21,7 +21,7 @@ func TestUpRestartsOnItsDir(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), "c")
-	up := startUp(t, ctx, bin, "--heads", "1", "--raylets", "1", "--dir", dir, "--store-size", "16MiB", "--slots", "1")
+	up := startUp(t, ctx, bin, "--heads", "1", "--raylets", "1", "--dir", dir, "--store-size", "16MiB", "--store-dir", t.TempDir(), "--slots", "1")
 	first := up.info
 	if _, err := runPhobos(ctx, bin, flat("demo", "--connect", first.Heads[0].Addr, first.auth("admin"), "--size", "1000", "--chunk", "100")...); err != nil {
 		t.Fatalf("demo before the restart: %v", err)

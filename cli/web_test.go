@@ -54,7 +54,7 @@ func TestUpServesHTTP(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	up := startUp(t, ctx, bin, "--heads", "1", "--raylets", "2", "--dir", dir, "--store-size", "64MiB", "--slots", "2")
+	up := startUp(t, ctx, bin, "--heads", "1", "--raylets", "2", "--dir", dir, "--store-size", "64MiB", "--store-dir", t.TempDir(), "--slots", "2")
 	info := up.info
 	if info.HTTPTokenFile == "" || len(info.Heads) != 1 || info.Heads[0].HTTP == "" {
 		t.Fatalf("phobos up --json gave no web service: %+v", info)

@@ -169,6 +169,21 @@ func putBuf(b *bytes.Buffer) {
 
 // encodeInto appends v's CBOR encoding to b.
 func encodeInto(b *bytes.Buffer, v any) error {
+	if raw, ok := v.(codec.RawMessage); ok && len(raw) > 0 {
+		// Encoded already, by this process (a pull reply, a proxied
+		// answer): the generic encoder would walk it to check it is well
+		// formed; its reader checks that anyway.
+		b.Write(raw)
+		return nil
+	}
+	if a, ok := v.(codec.Appender); ok {
+		out, err := a.AppendCBOR(b.AvailableBuffer())
+		if err != nil {
+			return err
+		}
+		b.Write(out)
+		return nil
+	}
 	if bufEnc != nil {
 		return bufEnc.MarshalToBuffer(v, b)
 	}

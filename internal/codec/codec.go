@@ -52,13 +52,35 @@ func init() {
 	}
 }
 
+// Appender is a type that encodes itself, without reflection, to exactly
+// the bytes the shared encoder would give (a message on the hot path).
+type Appender interface {
+	AppendCBOR(dst []byte) ([]byte, error)
+}
+
+// Decoder is a type that decodes itself, without reflection, from
+// anything the shared decoder takes for it, under the same limits.
+type Decoder interface {
+	DecodeCBOR(data []byte) error
+}
+
 // Marshal encodes v deterministically.
-func Marshal(v any) ([]byte, error) { return enc.Marshal(v) }
+func Marshal(v any) ([]byte, error) {
+	if a, ok := v.(Appender); ok {
+		return a.AppendCBOR(nil)
+	}
+	return enc.Marshal(v)
+}
 
 // Unmarshal decodes data into v under the decode limits. Unknown struct fields
 // are ignored so that messages can grow new (keyasint) fields; incompatible
 // changes bump the protocol version checked at the handshake instead.
-func Unmarshal(data []byte, v any) error { return dec.Unmarshal(data, v) }
+func Unmarshal(data []byte, v any) error {
+	if d, ok := v.(Decoder); ok {
+		return d.DecodeCBOR(data)
+	}
+	return dec.Unmarshal(data, v)
+}
 
 // EncMode returns the shared encoder, for callers that stream (NewEncoder).
 func EncMode() cbor.EncMode { return enc }

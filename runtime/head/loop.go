@@ -64,6 +64,9 @@ type leadership struct {
 	cancel  context.CancelFunc
 	pending map[sched.Call]*envelope
 	resume  bool // the last step asked for Resume (Effects.Resume)
+	// replyBuf is where pull replies are encoded before they are copied
+	// out (carryOut); it keeps the largest reply's size.
+	replyBuf []byte
 }
 
 // run is the event loop.
@@ -174,13 +177,16 @@ func (s *Server) carryOut(fx *sched.Effects) {
 	l.resume = fx.Resume
 	for i := range fx.Pulls {
 		p := &fx.Pulls[i]
-		// The specs share the machine's buffers: encode them now.
-		raw, err := codec.Marshal(wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More})
+		// The specs share the machine's buffers: encode them now, into
+		// memory the loop keeps, then copy them out at their size (grown
+		// from nothing, a reply was reallocated a dozen times).
+		var err error
+		l.replyBuf, err = wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More}.AppendCBOR(l.replyBuf[:0])
 		if err != nil {
 			s.deliver(p.Call, nil, dag.Errorf(dag.KindInternal, "encode pull reply: %w", err))
 			continue
 		}
-		s.deliver(p.Call, codec.RawMessage(raw), nil)
+		s.deliver(p.Call, codec.RawMessage(slices.Clone(l.replyBuf)), nil)
 	}
 	for _, r := range fx.Replies {
 		s.deliver(r.Call, r.Value, r.Err)

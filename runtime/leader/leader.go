@@ -381,15 +381,22 @@ func (c *Conn) drop(s *transport.Session) {
 // use it for calls that are safe to repeat (idempotent, or deduplicated by a
 // request ID).
 func (c *Conn) Call(ctx context.Context, m transport.Method, req, resp any) error {
+	_, err := c.CallFrom(ctx, m, req, resp)
+	return err
+}
+
+// CallFrom is Call, also returning the session the last try went on (nil
+// if none was found): the one that answered, when err is nil.
+func (c *Conn) CallFrom(ctx context.Context, m transport.Method, req, resp any) (*transport.Session, error) {
 	b := c.cfg.Retry.Start()
 	for {
 		s, err := c.Session(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		err = s.Call(ctx, m, req, resp)
 		if err == nil || !Retryable(err) || ctx.Err() != nil {
-			return err
+			return s, err
 		}
 		c.log.Debug("retrying call to the leader", "method", m, "err", err)
 		// Unavailable from a head we reached means it knows no leader (it
@@ -399,7 +406,7 @@ func (c *Conn) Call(ctx context.Context, m transport.Method, req, resp any) erro
 			c.drop(s)
 		}
 		if err := wait(ctx, &b); err != nil {
-			return err
+			return s, err
 		}
 	}
 }

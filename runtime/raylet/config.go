@@ -19,6 +19,10 @@ const (
 	DefaultStoreCapacity     = 2 << 30
 	DefaultHeartbeatInterval = time.Second
 	DefaultCancelGrace       = 2 * time.Second
+	DefaultSpinWait          = 100 * time.Microsecond
+	// MaxSpinWait bounds SpinWait: past a millisecond, sleeping and
+	// being woken costs less than looking.
+	MaxSpinWait = time.Millisecond
 
 	// MaxSlots bounds Slots: every slot is a goroutine with its own
 	// buffers, so a typo should not start a million of them.
@@ -74,6 +78,15 @@ type Config struct {
 	// abandoned: reported cancelled, its slot given a new worker, and
 	// whatever it stores later discarded. Default 2s.
 	CancelGrace time.Duration
+	// SpinWait is how long a worker whose subtask ended keeps looking for
+	// its next one before it sleeps, while subtasks wait here for inputs
+	// being made here (sent ahead of them: a pipeline). Waking a sleeping
+	// thread costs tens of microseconds, which a step of fine-grained
+	// dependent subtasks (one stencil timestep of Task Bench, say) pays on
+	// its critical path; a worker looking yields to every other goroutine
+	// meanwhile. Default 100µs; negative: never look, sleep at once; at
+	// most MaxSpinWait.
+	SpinWait time.Duration
 	// MaxFrame caps the control frames this raylet accepts. Default
 	// Transport.MaxFrameSize if set, else transport.DefaultMaxFrameSize
 	// (16 MiB); transport.MinFrameSize to transport.MaxFrameLimit.
@@ -104,6 +117,7 @@ func DefaultConfig() Config {
 		Store:             objectstore.Config{Capacity: DefaultStoreCapacity},
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		CancelGrace:       DefaultCancelGrace,
+		SpinWait:          DefaultSpinWait,
 		MaxFrame:          transport.DefaultMaxFrameSize,
 	}
 }
@@ -131,6 +145,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CancelGrace == 0 {
 		c.CancelGrace = d.CancelGrace
+	}
+	switch {
+	case c.SpinWait == 0:
+		c.SpinWait = d.SpinWait
+	case c.SpinWait < 0:
+		c.SpinWait = 0
 	}
 	if c.MaxFrame == 0 {
 		c.MaxFrame = c.Transport.MaxFrameSize
@@ -164,6 +184,8 @@ func (c Config) Validate() error {
 		return invalid("HeartbeatInterval", "%v: want a positive duration such as 1s", c.HeartbeatInterval)
 	case c.CancelGrace < 0:
 		return invalid("CancelGrace", "%v: want a positive duration such as 2s", c.CancelGrace)
+	case c.SpinWait > MaxSpinWait:
+		return invalid("SpinWait", "%v: want at most %v (or negative: none)", c.SpinWait, MaxSpinWait)
 	case c.MaxFrame < transport.MinFrameSize || c.MaxFrame > transport.MaxFrameLimit:
 		return invalid("MaxFrame", "%d bytes: want %d to %d", c.MaxFrame, transport.MinFrameSize, transport.MaxFrameLimit)
 	}

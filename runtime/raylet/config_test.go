@@ -15,17 +15,20 @@ import (
 func TestDefaultConfigIsWhatZeroFieldsMean(t *testing.T) {
 	d := DefaultConfig()
 	if d.Listen != "127.0.0.1:0" || d.Slots != runtime.NumCPU() || d.Prefetch != 2 || d.Store.Capacity != 2<<30 ||
-		d.HeartbeatInterval != time.Second || d.CancelGrace != 2*time.Second || d.MaxFrame != transport.DefaultMaxFrameSize {
+		d.HeartbeatInterval != time.Second || d.CancelGrace != 2*time.Second || d.SpinWait != 100*time.Microsecond || d.MaxFrame != transport.DefaultMaxFrameSize {
 		t.Errorf("DefaultConfig() = %+v, not the documented defaults", d)
 	}
 	got := Config{}.withDefaults()
 	got.Logger = nil
 	if got.Listen != d.Listen || got.Slots != d.Slots || got.Prefetch != d.Prefetch || got.Store.Capacity != d.Store.Capacity ||
-		got.HeartbeatInterval != d.HeartbeatInterval || got.CancelGrace != d.CancelGrace || got.MaxFrame != d.MaxFrame {
+		got.HeartbeatInterval != d.HeartbeatInterval || got.CancelGrace != d.CancelGrace || got.SpinWait != d.SpinWait || got.MaxFrame != d.MaxFrame {
 		t.Errorf("zero Config with defaults = %+v, want DefaultConfig's values %+v", got, d)
 	}
 	if p := (Config{Prefetch: -1}).withDefaults().Prefetch; p != 0 {
 		t.Errorf("negative prefetch became %d, want none (0)", p)
+	}
+	if w := (Config{SpinWait: -1}).withDefaults().SpinWait; w != 0 {
+		t.Errorf("negative spin wait became %v, want none (0)", w)
 	}
 	if f := (Config{Transport: transport.Config{MaxFrameSize: 1 << 20}}).withDefaults().MaxFrame; f != 1<<20 {
 		t.Errorf("MaxFrame defaulted to %d, want Transport.MaxFrameSize (1 MiB)", f)
@@ -54,6 +57,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{Heads: heads, Prefetch: MaxPrefetch + 1}, "Prefetch", "want at most 65536"},
 		{Config{Heads: heads, HeartbeatInterval: -time.Second}, "HeartbeatInterval", "-1s: want a positive duration"},
 		{Config{Heads: heads, CancelGrace: -time.Second}, "CancelGrace", "-1s: want a positive duration such as 2s"},
+		{Config{Heads: heads, SpinWait: 2 * time.Millisecond}, "SpinWait", "2ms: want at most 1ms (or negative: none)"},
 		{Config{Heads: heads, MaxFrame: 100}, "MaxFrame", "100 bytes: want 4096 to"},
 	} {
 		err := c.cfg.Validate()

@@ -415,6 +415,13 @@ func (a *allocator) create(out int32, m dag.Meta, n int) ([]byte, error) {
 	a.meta = dag.AppendMeta(a.meta[:0], m)
 	buf, err := a.r.store.CreateCtx(a.ctx, id, int64(n), a.meta)
 	if errors.Is(err, objectstore.ErrExists) {
+		if !a.r.store.Contains(id) {
+			// Another attempt of this subtask is writing it here, or it was
+			// deleted and readers still pin it: it may yet vanish, so this
+			// attempt cannot vouch for it. Another attempt will find it made
+			// or gone.
+			return nil, dag.Errorf(dag.KindUnavailable, "output %s is being written by another attempt of this subtask on this raylet, or being deleted: %w", id, err)
+		}
 		// An earlier attempt (or a run before a head failover) already made
 		// this object; kernels are deterministic, so keep it and compute into
 		// scratch only, to feed fused successors.
@@ -450,6 +457,17 @@ func (a *allocator) abortUnsealed() {
 	for _, c := range a.store {
 		if !c.sealed && !c.reused {
 			_ = a.r.store.Abort(c.id)
+		}
+	}
+}
+
+// discard deletes the outputs an abandoned run sealed after all (the
+// head was told it was cancelled), but not those it found made (never
+// sealed by it): an earlier attempt's, which the head may count on.
+func (a *allocator) discard() {
+	for _, c := range a.store {
+		if c.sealed {
+			_ = a.r.store.Delete(c.id)
 		}
 	}
 }

@@ -53,6 +53,10 @@ type Raylet struct {
 	wg      sync.WaitGroup // the puller, reporter, heartbeats, accepts
 	working sync.WaitGroup // workers, abandoned ones included
 	kernels atomic.Int64   // kernels running now, abandoned ones included
+	// soon says a subtask waits here for an input a running one makes
+	// (set after every step): an idle worker looks for its next order a
+	// while before it sleeps (see look).
+	soon atomic.Bool
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by stop
@@ -60,6 +64,15 @@ type Raylet struct {
 
 	pulls   chan pullOrder         // to the puller; room for the one pull out
 	reports chan []wire.Completion // to the reporter; room for the one report out
+
+	// regMu orders registrations against the frees and cancels leaders
+	// send: regSess is the session of the latest registration, and only
+	// its leader's are carried out. A deposed leader's frees, applied
+	// after this raylet told a new leader what it holds, would delete
+	// objects the new leader counts on (and whose readers' completions it
+	// never got, so it runs them again).
+	regMu   sync.Mutex
+	regSess *transport.Session
 
 	// mu is held for one step of the machine and the carrying out of its
 	// effects, and guards what they use.
@@ -343,9 +356,12 @@ func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
 func (r *Raylet) register(ctx context.Context, s *transport.Session) error {
 	st := r.store.Stats()
 	req := wire.RegisterRaylet{ID: r.id, Addr: r.addr, Slots: r.cfg.Slots, StoreCapacity: st.Capacity, HTTP: r.HTTPURL(), Pipeline: true}
+	r.regMu.Lock()
+	r.regSess = s // from now on, only this session's frees: see regMu
 	for _, id := range r.store.IDs(nil) {
 		req.Held = append(req.Held, wire.HeldObject{ID: id})
 	}
+	r.regMu.Unlock()
 	var rep wire.RegisterReply
 	if err := s.Call(ctx, wire.MethodRegisterRaylet, req, &rep); err != nil {
 		err = fmt.Errorf("register with head %s: %w", s.RemoteID(), err)
@@ -404,7 +420,7 @@ func (r *Raylet) pullLoop() {
 		case o = <-r.pulls:
 		}
 		b := o.b
-		err := r.head.Call(r.ctx, wire.MethodPull, wire.Pull{Credits: o.credits, Wait: pullWait, Done: o.done, FreesInReply: true}, &b.rep)
+		s, err := r.head.CallFrom(r.ctx, wire.MethodPull, wire.Pull{Credits: o.credits, Wait: pullWait, Done: o.done, FreesInReply: true}, &b.rep)
 		if err != nil {
 			if r.ctx.Err() != nil {
 				return
@@ -413,7 +429,7 @@ func (r *Raylet) pullLoop() {
 			r.step(&event{kind: evPullFailed, b: b, at: time.Now()})
 			continue
 		}
-		r.freeObjects(b.rep.Free)
+		r.freeFrom(s, b.rep.Free)
 		r.step(&event{kind: evPulled, b: b, at: time.Now()})
 	}
 }
@@ -493,6 +509,23 @@ func (r *Raylet) heartbeat(ctx context.Context, s *transport.Session) (wire.Lead
 	return leader.AskLeader(ctx, s)
 }
 
+// freeFrom deletes objects the leader of session s says nobody needs any
+// more, if s is the session this raylet last registered on; a previous
+// leader's are ignored (see regMu), and what they would have freed is
+// the new leader's to free, from the list of held objects.
+func (r *Raylet) freeFrom(s *transport.Session, ids []dag.ObjectID) {
+	if len(ids) == 0 {
+		return
+	}
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	if s != r.regSess {
+		r.log.Debug("ignored frees from a previous leader's session", "objects", len(ids))
+		return
+	}
+	r.freeObjects(ids)
+}
+
 // freeObjects deletes objects the head says nobody needs any more.
 func (r *Raylet) freeObjects(ids []dag.ObjectID) {
 	for _, id := range ids {
@@ -517,14 +550,19 @@ func (h headHandler) HandleMessage(s *transport.Session, m transport.Method, b t
 			h.r.log.Warn("free objects", "err", err)
 			return
 		}
-		h.r.freeObjects(msg.IDs)
+		h.r.freeFrom(s, msg.IDs)
 	case wire.MethodCancelSubtasks:
 		var msg wire.CancelSubtasks
 		if err := b.Decode(&msg); err != nil {
 			h.r.log.Warn("cancel subtasks", "err", err)
 			return
 		}
-		h.r.cancelSubtasks(msg.IDs)
+		h.r.regMu.Lock()
+		current := s == h.r.regSess
+		h.r.regMu.Unlock()
+		if current { // a previous leader's cancel could name the new one's work
+			h.r.cancelSubtasks(msg.IDs)
+		}
 	case wire.MethodPeerLost:
 		var msg wire.PeerLost
 		if err := b.Decode(&msg); err != nil {

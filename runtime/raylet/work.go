@@ -1,6 +1,7 @@
 package raylet
 
 import (
+	"runtime"
 	"slices"
 	"time"
 
@@ -90,7 +91,7 @@ func (r *Raylet) step(ev *event) {
 	case evFinished:
 		effs = r.m.Finished(ev.w.slot, ev.run, ev.c, ev.took, ev.at)
 		// The worker is done with the spec (an abandoned one too, now);
-		// Discard needs only the subtask's ID, which the machine keeps.
+		// Discard needs the retired worker's allocator, which outlives the spec.
 		r.specDone(ev.q.b)
 	case evPulled:
 		effs = r.pulled(ev.b, ev.at)
@@ -109,6 +110,7 @@ func (r *Raylet) step(ev *event) {
 		effs = r.m.Tick(ev.at)
 	}
 	r.apply(effs)
+	r.soon.Store(r.m.Waiting() > 0 && r.m.Running() > 0)
 }
 
 // pulled queues a pull reply's subtasks. r.mu is held.
@@ -162,8 +164,8 @@ func (r *Raylet) apply(effs effects) {
 		case core.Drop:
 			r.specDone(e.Task.Spec.b)
 		case core.Discard:
-			r.discard(e.Task.ID, &e.Completion)
 			if w := r.retired[e.Run]; w != nil {
+				w.s.a.discard()
 				delete(r.retired, e.Run)
 				close(w.start)
 			}
@@ -189,20 +191,44 @@ func (r *Raylet) startWorker(k core.Slot) *worker {
 	return w
 }
 
+// look waits for w's next order by looking, up to cfg.SpinWait, while a
+// subtask here waits for an input being made here (soon): the order is
+// likely to come within microseconds, and a sleeping worker takes tens to
+// wake. It yields to every other goroutine between looks. got is false
+// when no order came; ok is false when w retired.
+func (r *Raylet) look(w *worker) (o order, ok, got bool) {
+	if r.cfg.SpinWait <= 0 || !r.soon.Load() {
+		return o, true, false
+	}
+	deadline := time.Now().Add(r.cfg.SpinWait)
+	for {
+		select {
+		case o, ok = <-w.start:
+			return o, ok, true
+		default:
+		}
+		if !r.soon.Load() || !time.Now().Before(deadline) {
+			return o, true, false
+		}
+		runtime.Gosched()
+	}
+}
+
 // work runs what the machine starts in w's slot until w retires or the
 // raylet stops.
 func (r *Raylet) work(w *worker) {
 	defer r.working.Done()
 	for {
-		var o order
-		select {
-		case <-r.ctx.Done():
-			return
-		case next, ok := <-w.start:
-			if !ok {
+		o, ok, got := r.look(w)
+		if !got {
+			select {
+			case <-r.ctx.Done():
 				return
+			case o, ok = <-w.start:
 			}
-			o = next
+		}
+		if !ok {
+			return
 		}
 		r.kernels.Add(1)
 		start := time.Now()
@@ -223,12 +249,5 @@ func (r *Raylet) work(w *worker) {
 		}
 		r.kernels.Add(-1)
 		r.step(&event{kind: evFinished, w: w, run: o.run, q: o.q, c: c, took: end.Sub(start), at: end})
-	}
-}
-
-// discard deletes what an abandoned kernel stored after all.
-func (r *Raylet) discard(id dag.SubtaskID, c *wire.Completion) {
-	for k := range c.Sizes {
-		_ = r.store.Delete(dag.NewObjectID(id, uint32(k)))
 	}
 }

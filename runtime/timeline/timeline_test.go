@@ -240,3 +240,28 @@ func BenchmarkRecord(b *testing.B) {
 		r.Record(7, e)
 	}
 }
+
+// TestForgetDropsStrings checks that a forgotten job's ring, kept for the
+// next job, holds no event (and so no string) of it, whether it had
+// filled and wrapped or not.
+func TestForgetDropsStrings(t *testing.T) {
+	for _, n := range []int{3, firstRing + 5, 1000} {
+		r := NewRecorder(Config{PerJob: 512})
+		for i := range n {
+			r.Record(1, Event{Time: int64(i), Kind: Started, Raylet: "r1", Ops: "tensor.add"})
+		}
+		r.Forget(1)
+		if r.spare == nil {
+			t.Fatalf("%d events: the forgotten ring was not kept", n)
+		}
+		for i, e := range r.spare.ev {
+			if e != (Event{}) {
+				t.Fatalf("%d events: event %d of the kept ring is %+v, want zero", n, i, e)
+			}
+		}
+		r.Record(2, Event{Time: 1, Kind: Queued})
+		if s, _ := r.Snapshot(2, nil); len(s.Events) != 1 || s.Events[0].Time != 1 {
+			t.Fatalf("%d events: the next job's snapshot is %+v", n, s.Events)
+		}
+	}
+}

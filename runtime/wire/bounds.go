@@ -9,9 +9,11 @@ import (
 // decoder sizes a slice by an array's count before it reads the items,
 // and an empty map decodes into a whole struct, so a frame of empty maps
 // grew about 96× in the head (a 16 MiB Pull took 1.5 GiB, and pooled
-// pulls keep their memory). Pull, Complete and RegisterRaylet first check,
-// without allocating, that their items are at least as big as a real one
-// is; then they decode as before, into the memory a reset message kept.
+// pulls keep their memory). RegisterRaylet first checks, without
+// allocating, that its items are at least as big as a real one is; then
+// it decodes as before, into the memory a reset message kept. Pull and
+// Complete decode themselves (fast.go) with the same rule; their
+// UnmarshalCBOR keeps it for a caller of the generic decoder.
 
 const (
 	// minCompletionBytes is the smallest completion: {1: its 12-byte ID}.

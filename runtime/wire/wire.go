@@ -124,6 +124,8 @@ type PullReply struct {
 	// that predates it never sets it; the raylet then takes it as idle and
 	// reports completions without holding them.)
 	More bool `cbor:"3,keyasint,omitempty"`
+
+	intern []string // raylet addresses decoded lately (see reader)
 }
 
 // Reset empties r for decoding into again while keeping its memory: every

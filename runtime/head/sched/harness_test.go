@@ -160,8 +160,35 @@ func (h *harness) step(ev Event) {
 	resume := fx.Resume
 	h.take(fx)
 	h.drain()
+	h.checkStores(ev)
 	if resume {
 		h.step(&Resume{})
+	}
+}
+
+// checkStores fails the test if the leader records a subtask finished on
+// a live raylet whose store (as the fake raylet keeps it: made or
+// fetched, less what the leader freed) lacks one of its outputs: readers
+// sent there would find nothing, and no attempt of theirs could pass.
+func (h *harness) checkStores(ev Event) {
+	h.t.Helper()
+	for _, j := range h.l.s.jobs {
+		for i, st := range j.state {
+			r := j.where[i]
+			if st != Finished || r < 0 || !h.l.s.raylets[r].alive {
+				continue
+			}
+			fr := h.raylets[h.byR[Raylet(r)]]
+			if fr == nil {
+				continue
+			}
+			for k := range j.sg.OutputsOf(int32(i)) {
+				id := dag.NewObjectID(j.sg.ID(int32(i)), uint32(k))
+				if _, ok := fr.store[id]; !ok {
+					h.t.Fatalf("after %T: the leader records %s finished on raylet %s, whose store lacks %s", ev, h.sid(j.sg.ID(int32(i))), fr.name, h.objName(id))
+				}
+			}
+		}
 	}
 }
 

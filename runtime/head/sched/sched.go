@@ -934,12 +934,18 @@ func (s *scheduler) Complete(r Raylet, c *wire.Completion) *schedEffects {
 
 // discard frees the outputs a successful but unwanted attempt left on r
 // (it finished after a cancel, or after the subtask was given to another
-// raylet), unless they are the copies the job uses.
+// raylet), unless they are the copies the job uses, or the subtask runs on
+// r again: a raylet holds one object per ID, and the live attempt there
+// keeps the outputs it finds made (as settleHeld leaves them), so freeing
+// them would leave it reporting outputs r no longer has.
 func (s *scheduler) discard(j *stage, i int32, r Raylet, c *wire.Completion) {
 	if c.Failed() || !s.raylets[r].alive || len(c.Sizes) == 0 {
 		return
 	}
-	if (j.state[i] == Finished && j.where[i] == r) || slices.Contains(j.copies[i], r) {
+	if j.where[i] == r && (j.state[i] == Finished || j.state[i] == Running || j.state[i] == Cancelling) {
+		return
+	}
+	if slices.Contains(j.copies[i], r) {
 		return
 	}
 	ids := make([]dag.ObjectID, len(c.Sizes))

@@ -78,8 +78,9 @@ const (
 	// Drop: Task was dropped from the queue before it started (it is
 	// reported cancelled); its spec is no longer used.
 	Drop
-	// Discard: the abandoned Run (Task) ended after all. Delete what
-	// Completion says it stored, and retire the worker that ran it.
+	// Discard: the abandoned Run (Task) ended after all. Delete what it
+	// stored itself (not outputs it found made by an earlier attempt),
+	// and retire the worker that ran it.
 	Discard
 	// Pull: ask the head for up to Credits subtasks, carrying the
 	// completions Done. Answer with Pulled or PullFailed.

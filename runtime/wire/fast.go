@@ -1,0 +1,991 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/codec"
+)
+
+// A pull reply is the one message every subtask crosses the wire in, and
+// the generic codec spent about a microsecond encoding each spec at the
+// head and two decoding it at the raylet, by reflection: a quarter of the
+// CPU an empty subtask costs end to end. PullReply therefore encodes and
+// decodes itself (codec.Appender, codec.Decoder). The encoding is the
+// generic encoder's, byte for byte (TestPullReplyCodecMatchesGeneric holds
+// it to that); the decoder takes anything the generic one takes for these
+// types, under the same limits, and skips fields it does not know.
+
+// CBOR major types.
+const (
+	majUint  = 0
+	majNeg   = 1
+	majBytes = 2
+	majText  = 3
+	majArray = 4
+	majMap   = 5
+	majTag   = 6
+	majOther = 7
+)
+
+const (
+	cborFalse = 0xf4
+	cborTrue  = 0xf5
+	cborNull  = 0xf6
+)
+
+// appendHead appends a CBOR head of major type maj and argument n in its
+// shortest form.
+func appendHead(dst []byte, maj byte, n uint64) []byte {
+	m := maj << 5
+	switch {
+	case n < 24:
+		return append(dst, m|byte(n))
+	case n <= math.MaxUint8:
+		return append(dst, m|24, byte(n))
+	case n <= math.MaxUint16:
+		return append(dst, m|25, byte(n>>8), byte(n))
+	case n <= math.MaxUint32:
+		return append(dst, m|26, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, m|27), n)
+}
+
+func appendInt(dst []byte, v int64) []byte {
+	if v < 0 {
+		return appendHead(dst, majNeg, uint64(-(v + 1)))
+	}
+	return appendHead(dst, majUint, uint64(v))
+}
+
+func appendBytes(dst []byte, b []byte) []byte {
+	return append(appendHead(dst, majBytes, uint64(len(b))), b...)
+}
+
+func appendInt32s(dst []byte, s []int32) []byte {
+	if s == nil {
+		return append(dst, cborNull)
+	}
+	dst = appendHead(dst, majArray, uint64(len(s)))
+	for _, v := range s {
+		dst = appendInt(dst, int64(v))
+	}
+	return dst
+}
+
+// AppendCBOR appends r's encoding, as codec.Marshal gives it, to dst.
+func (r PullReply) AppendCBOR(dst []byte) ([]byte, error) {
+	n := 0
+	if len(r.Subtasks) > 0 {
+		n++
+	}
+	if len(r.Free) > 0 {
+		n++
+	}
+	if r.More {
+		n++
+	}
+	dst = appendHead(dst, majMap, uint64(n))
+	if len(r.Subtasks) > 0 {
+		dst = appendHead(append(dst, 0x01), majArray, uint64(len(r.Subtasks)))
+		for i := range r.Subtasks {
+			dst = r.Subtasks[i].appendCBOR(dst)
+		}
+	}
+	if len(r.Free) > 0 {
+		dst = appendHead(append(dst, 0x02), majArray, uint64(len(r.Free)))
+		for i := range r.Free {
+			dst = appendBytes(dst, r.Free[i][:])
+		}
+	}
+	if r.More {
+		dst = append(dst, 0x03, cborTrue)
+	}
+	return dst, nil
+}
+
+func (s *SubtaskSpec) appendCBOR(dst []byte) []byte {
+	n := 3 // ID, Ops, Outputs: never omitted
+	if s.Attempt != 0 {
+		n++
+	}
+	if len(s.Inputs) > 0 {
+		n++
+	}
+	if s.OutputBytes != 0 {
+		n++
+	}
+	dst = appendHead(dst, majMap, uint64(n))
+	dst = appendBytes(append(dst, 0x01), s.ID[:])
+	if s.Attempt != 0 {
+		dst = appendInt(append(dst, 0x02), int64(s.Attempt))
+	}
+	dst = append(dst, 0x03)
+	if s.Ops == nil {
+		dst = append(dst, cborNull)
+	} else {
+		dst = appendHead(dst, majArray, uint64(len(s.Ops)))
+		for j := range s.Ops {
+			dst = s.Ops[j].appendCBOR(dst)
+		}
+	}
+	dst = appendInt32s(append(dst, 0x04), s.Outputs)
+	if len(s.Inputs) > 0 {
+		dst = appendHead(append(dst, 0x05), majArray, uint64(len(s.Inputs)))
+		for k := range s.Inputs {
+			dst = s.Inputs[k].appendCBOR(dst)
+		}
+	}
+	if s.OutputBytes != 0 {
+		dst = appendInt(append(dst, 0x06), s.OutputBytes)
+	}
+	return dst
+}
+
+func (o *OpSpec) appendCBOR(dst []byte) []byte {
+	n := 2 // Op, DType
+	if len(o.Args) > 0 {
+		n++
+	}
+	if len(o.Inputs) > 0 {
+		n++
+	}
+	if len(o.Index) > 0 {
+		n++
+	}
+	if len(o.Shape) > 0 {
+		n++
+	}
+	dst = appendHead(dst, majMap, uint64(n))
+	dst = appendHead(append(dst, 0x01), majUint, uint64(o.Op))
+	if len(o.Args) > 0 {
+		dst = appendBytes(append(dst, 0x02), o.Args)
+	}
+	if len(o.Inputs) > 0 {
+		dst = appendInt32s(append(dst, 0x03), o.Inputs)
+	}
+	if len(o.Index) > 0 {
+		dst = appendInt32s(append(dst, 0x04), o.Index)
+	}
+	if len(o.Shape) > 0 {
+		dst = appendHead(append(dst, 0x05), majArray, uint64(len(o.Shape)))
+		for _, v := range o.Shape {
+			dst = appendInt(dst, v)
+		}
+	}
+	return appendHead(append(dst, 0x06), majUint, uint64(o.DType))
+}
+
+func (in *InputSpec) appendCBOR(dst []byte) []byte {
+	n := 2 // Object, Size
+	if len(in.Locations) > 0 {
+		n++
+	}
+	if in.Part != 0 {
+		n++
+	}
+	if in.Pending {
+		n++
+	}
+	dst = appendHead(dst, majMap, uint64(n))
+	dst = appendBytes(append(dst, 0x01), in.Object[:])
+	dst = appendInt(append(dst, 0x02), in.Size)
+	if len(in.Locations) > 0 {
+		dst = appendHead(append(dst, 0x03), majArray, uint64(len(in.Locations)))
+		for _, l := range in.Locations {
+			dst = append(appendHead(dst, majText, uint64(len(l))), l...)
+		}
+	}
+	if in.Part != 0 {
+		dst = appendInt(append(dst, 0x04), int64(in.Part))
+	}
+	if in.Pending {
+		dst = append(dst, 0x05, cborTrue)
+	}
+	return dst
+}
+
+// reader decodes CBOR from data, under codec's limits.
+type reader struct {
+	data []byte
+	pos  int
+	// intern keeps the raylet addresses decoded lately: a reply names the
+	// same few in input after input, and a string per input was most of
+	// what decoding a reply allocated.
+	intern *[]string
+}
+
+func (d *reader) errorf(format string, args ...any) error {
+	return fmt.Errorf("cbor: at byte %d of %d: %s", d.pos, len(d.data), fmt.Sprintf(format, args...))
+}
+
+// head reads a data item's head: its major type, and its argument (for
+// a simple value or float, the additional information).
+func (d *reader) head() (maj byte, arg uint64, err error) {
+	if d.pos >= len(d.data) {
+		return 0, 0, d.errorf("unexpected end of data")
+	}
+	b := d.data[d.pos]
+	d.pos++
+	maj, ai := b>>5, b&0x1f
+	var n int
+	switch {
+	case ai < 24:
+		return maj, uint64(ai), nil
+	case ai == 24:
+		n = 1
+	case ai == 25:
+		n = 2
+	case ai == 26:
+		n = 4
+	case ai == 27:
+		n = 8
+	case ai == 31:
+		return 0, 0, d.errorf("indefinite-length item (forbidden)")
+	default:
+		return 0, 0, d.errorf("reserved additional information %d", ai)
+	}
+	if len(d.data)-d.pos < n {
+		return 0, 0, d.errorf("unexpected end of data")
+	}
+	for _, c := range d.data[d.pos : d.pos+n] {
+		arg = arg<<8 | uint64(c)
+	}
+	d.pos += n
+	if maj == majOther && ai == 24 && arg < 32 {
+		return 0, 0, d.errorf("simple value %d in two bytes", arg)
+	}
+	return maj, arg, nil
+}
+
+// count reads the head of an array (or a map: pairs) of at most max
+// items, or null (ok false), refusing a count the rest of data cannot hold.
+func (d *reader) count(maj byte, max uint64, what string) (n int, ok bool, err error) {
+	if d.pos < len(d.data) && d.data[d.pos] == cborNull {
+		d.pos++
+		return 0, false, nil
+	}
+	m, arg, err := d.head()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case m != maj:
+		return 0, false, d.errorf("%s: want major type %d, got %d", what, maj, m)
+	case arg > max:
+		return 0, false, d.errorf("%s: %d items, more than the %d allowed", what, arg, max)
+	case arg > uint64(len(d.data)-d.pos):
+		return 0, false, d.errorf("%s: %d items in %d bytes", what, arg, len(d.data)-d.pos)
+	}
+	return int(arg), true, nil
+}
+
+func (d *reader) array(what string) (int, bool, error) {
+	return d.count(majArray, codec.MaxArrayElements, what)
+}
+
+// fields reads a map's head; each key it then gives with key.
+func (d *reader) fields(what string) (int, error) {
+	n, _, err := d.count(majMap, codec.MaxMapPairs, what)
+	return n, err
+}
+
+// key reads a map key: an unsigned integer k, or ok false for any other
+// key (skipped, with its value, by the caller).
+func (d *reader) key(seen *uint64) (k uint64, ok bool, err error) {
+	if d.pos < len(d.data) && d.data[d.pos]>>5 == majUint {
+		_, k, err = d.head()
+		if err != nil {
+			return 0, false, err
+		}
+		if k < 64 {
+			if *seen&(1<<k) != 0 {
+				return 0, false, d.errorf("duplicate map key %d", k)
+			}
+			*seen |= 1 << k
+		}
+		return k, true, nil
+	}
+	return 0, false, d.skip(0)
+}
+
+// skip skips one data item (of a field this version does not know).
+func (d *reader) skip(depth int) error {
+	if depth > codec.MaxNestedLevels {
+		return d.errorf("nested more than %d levels", codec.MaxNestedLevels)
+	}
+	maj, arg, err := d.head()
+	if err != nil {
+		return err
+	}
+	switch maj {
+	case majBytes, majText:
+		if arg > uint64(len(d.data)-d.pos) {
+			return d.errorf("string of %d bytes in %d", arg, len(d.data)-d.pos)
+		}
+		d.pos += int(arg)
+	case majArray, majMap:
+		if maj == majArray && arg > codec.MaxArrayElements || maj == majMap && arg > codec.MaxMapPairs {
+			return d.errorf("%d items, more than allowed", arg)
+		}
+		if arg > uint64(len(d.data)-d.pos) {
+			return d.errorf("%d items in %d bytes", arg, len(d.data)-d.pos)
+		}
+		items := arg
+		if maj == majMap {
+			items *= 2
+		}
+		for range items {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+	case majTag:
+		return d.errorf("tag %d (forbidden)", arg)
+	}
+	return nil
+}
+
+// int reads an integer that fits in bits bits.
+func (d *reader) int(bits int, what string) (int64, error) {
+	maj, arg, err := d.head()
+	if err != nil {
+		return 0, err
+	}
+	lim := uint64(1)<<(bits-1) - 1
+	switch {
+	case maj == majUint && arg <= lim:
+		return int64(arg), nil
+	case maj == majNeg && arg <= lim:
+		return -int64(arg) - 1, nil
+	case maj == majUint || maj == majNeg:
+		return 0, d.errorf("%s: integer overflows int%d", what, bits)
+	}
+	return 0, d.errorf("%s: want an integer, got major type %d", what, maj)
+}
+
+// uint reads an unsigned integer of at most max.
+func (d *reader) uint(max uint64, what string) (uint64, error) {
+	maj, arg, err := d.head()
+	switch {
+	case err != nil:
+		return 0, err
+	case maj != majUint:
+		return 0, d.errorf("%s: want an unsigned integer, got major type %d", what, maj)
+	case arg > max:
+		return 0, d.errorf("%s: %d overflows", what, arg)
+	}
+	return arg, nil
+}
+
+func (d *reader) bool(what string) (bool, error) {
+	if d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case cborTrue:
+			d.pos++
+			return true, nil
+		case cborFalse, cborNull:
+			d.pos++
+			return false, nil
+		}
+	}
+	return false, d.errorf("%s: want a bool", what)
+}
+
+// bytes reads a byte string (or null: nil), aliasing data.
+func (d *reader) bytes(what string) ([]byte, error) {
+	if d.pos < len(d.data) && d.data[d.pos] == cborNull {
+		d.pos++
+		return nil, nil
+	}
+	maj, arg, err := d.head()
+	switch {
+	case err != nil:
+		return nil, err
+	case maj != majBytes:
+		return nil, d.errorf("%s: want a byte string, got major type %d", what, maj)
+	case arg > uint64(len(d.data)-d.pos):
+		return nil, d.errorf("%s: %d bytes in %d", what, arg, len(d.data)-d.pos)
+	}
+	b := d.data[d.pos : d.pos+int(arg)]
+	d.pos += int(arg)
+	return b, nil
+}
+
+// id reads a byte string into an ID of len(dst) bytes.
+func (d *reader) id(dst []byte, what string) error {
+	b, err := d.bytes(what)
+	if err != nil {
+		return err
+	}
+	if len(b) != len(dst) {
+		return d.errorf("%s: %d bytes, want %d", what, len(b), len(dst))
+	}
+	copy(dst, b)
+	return nil
+}
+
+func (d *reader) text(what string) (string, error) {
+	maj, arg, err := d.head()
+	switch {
+	case err != nil:
+		return "", err
+	case maj != majText:
+		return "", d.errorf("%s: want a text string, got major type %d", what, maj)
+	case arg > uint64(len(d.data)-d.pos):
+		return "", d.errorf("%s: %d bytes in %d", what, arg, len(d.data)-d.pos)
+	}
+	b := d.data[d.pos : d.pos+int(arg)]
+	d.pos += int(arg)
+	if d.intern != nil {
+		for _, s := range *d.intern {
+			if s == string(b) {
+				return s, nil
+			}
+		}
+	}
+	s := string(b)
+	if d.intern != nil {
+		if len(*d.intern) == maxInterned {
+			copy(*d.intern, (*d.intern)[1:])
+			*d.intern = (*d.intern)[:maxInterned-1]
+		}
+		*d.intern = append(*d.intern, s)
+	}
+	return s, nil
+}
+
+const maxInterned = 16
+
+func (d *reader) int32s(dst []int32, what string) ([]int32, error) {
+	n, ok, err := d.array(what)
+	if err != nil || !ok {
+		return nil, err
+	}
+	dst = grow(dst, n)
+	for i := range dst {
+		v, err := d.int(32, what)
+		if err != nil {
+			return dst, err
+		}
+		dst[i] = int32(v)
+	}
+	return dst, nil
+}
+
+// grow returns s with length n, reusing its memory when it can.
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// DecodeCBOR decodes data into r, as codec.Unmarshal would: into r's
+// memory where it has room (see Reset), leaving fields data omits as
+// they are.
+func (r *PullReply) DecodeCBOR(data []byte) error {
+	d := reader{data: data, intern: &r.intern}
+	if err := r.decode(&d); err != nil {
+		return err
+	}
+	if d.pos != len(data) {
+		return d.errorf("%d bytes after the reply", len(data)-d.pos)
+	}
+	return nil
+}
+
+func (r *PullReply) decode(d *reader) error {
+	n, err := d.fields("pull reply")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			var m int
+			var some bool
+			if m, some, err = d.array("pull reply: subtasks"); err == nil {
+				if !some {
+					r.Subtasks = nil
+					break
+				}
+				r.Subtasks = grow(r.Subtasks, m)
+				for i := range r.Subtasks {
+					if err = r.Subtasks[i].decode(d); err != nil {
+						break
+					}
+				}
+			}
+		case k == 2:
+			var m int
+			var some bool
+			if m, some, err = d.array("pull reply: frees"); err == nil {
+				if !some {
+					r.Free = nil
+					break
+				}
+				r.Free = grow(r.Free, m)
+				for i := range r.Free {
+					if err = d.id(r.Free[i][:], "pull reply: free"); err != nil {
+						break
+					}
+				}
+			}
+		case k == 3:
+			r.More, err = d.bool("pull reply: more")
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *SubtaskSpec) decode(d *reader) error {
+	n, err := d.fields("subtask")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			err = d.id(s.ID[:], "subtask: id")
+		case k == 2:
+			var v int64
+			v, err = d.int(64, "subtask: attempt")
+			s.Attempt = int(v)
+		case k == 3:
+			var m int
+			var some bool
+			if m, some, err = d.array("subtask: ops"); err == nil {
+				if !some {
+					s.Ops = nil
+					break
+				}
+				s.Ops = grow(s.Ops, m)
+				for j := range s.Ops {
+					if err = s.Ops[j].decode(d); err != nil {
+						break
+					}
+				}
+			}
+		case k == 4:
+			s.Outputs, err = d.int32s(s.Outputs, "subtask: outputs")
+		case k == 5:
+			var m int
+			var some bool
+			if m, some, err = d.array("subtask: inputs"); err == nil {
+				if !some {
+					s.Inputs = nil
+					break
+				}
+				s.Inputs = grow(s.Inputs, m)
+				for j := range s.Inputs {
+					if err = s.Inputs[j].decode(d); err != nil {
+						break
+					}
+				}
+			}
+		case k == 6:
+			s.OutputBytes, err = d.int(64, "subtask: output bytes")
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *OpSpec) decode(d *reader) error {
+	n, err := d.fields("op")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			var v uint64
+			v, err = d.uint(math.MaxUint32, "op: id")
+			o.Op = dag.OpID(v)
+		case k == 2:
+			var b []byte
+			if b, err = d.bytes("op: args"); err == nil {
+				if b == nil {
+					o.Args = nil
+				} else {
+					o.Args = append(o.Args[:0], b...)
+				}
+			}
+		case k == 3:
+			o.Inputs, err = d.int32s(o.Inputs, "op: inputs")
+		case k == 4:
+			o.Index, err = d.int32s(o.Index, "op: index")
+		case k == 5:
+			var m int
+			var some bool
+			if m, some, err = d.array("op: shape"); err == nil {
+				if !some {
+					o.Shape = nil
+					break
+				}
+				o.Shape = grow(o.Shape, m)
+				for j := range o.Shape {
+					if o.Shape[j], err = d.int(64, "op: shape"); err != nil {
+						break
+					}
+				}
+			}
+		case k == 6:
+			var v uint64
+			v, err = d.uint(math.MaxUint8, "op: dtype")
+			o.DType = dag.DType(v)
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (in *InputSpec) decode(d *reader) error {
+	n, err := d.fields("input")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			err = d.id(in.Object[:], "input: object")
+		case k == 2:
+			in.Size, err = d.int(64, "input: size")
+		case k == 3:
+			var m int
+			var some bool
+			if m, some, err = d.array("input: locations"); err == nil {
+				if !some {
+					in.Locations = nil
+					break
+				}
+				in.Locations = grow(in.Locations, m)
+				for j := range in.Locations {
+					if in.Locations[j], err = d.text("input: location"); err != nil {
+						break
+					}
+				}
+			}
+		case k == 4:
+			var v int64
+			v, err = d.int(32, "input: part")
+			in.Part = int32(v)
+		case k == 5:
+			in.Pending, err = d.bool("input: pending")
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Completions ride from raylets to the head in Pull and Complete, one per
+// subtask, and encode and decode themselves too (TestCompletionCodecMatchesGeneric).
+
+// AppendCBOR appends p's encoding, as codec.Marshal gives it, to dst.
+func (p Pull) AppendCBOR(dst []byte) ([]byte, error) {
+	n := 1 // Credits
+	if p.Wait != 0 {
+		n++
+	}
+	if len(p.Done) > 0 {
+		n++
+	}
+	if p.FreesInReply {
+		n++
+	}
+	dst = appendHead(dst, majMap, uint64(n))
+	dst = appendInt(append(dst, 0x01), int64(p.Credits))
+	if p.Wait != 0 {
+		dst = appendInt(append(dst, 0x02), int64(p.Wait))
+	}
+	if len(p.Done) > 0 {
+		dst = appendCompletions(append(dst, 0x03), p.Done)
+	}
+	if p.FreesInReply {
+		dst = append(dst, 0x04, cborTrue)
+	}
+	return dst, nil
+}
+
+// AppendCBOR appends c's encoding, as codec.Marshal gives it, to dst.
+func (c Complete) AppendCBOR(dst []byte) ([]byte, error) {
+	dst = append(dst, 0xa1, 0x01)
+	if c.Done == nil {
+		return append(dst, cborNull), nil
+	}
+	return appendCompletions(dst, c.Done), nil
+}
+
+func appendCompletions(dst []byte, done []Completion) []byte {
+	dst = appendHead(dst, majArray, uint64(len(done)))
+	for i := range done {
+		dst = done[i].appendCBOR(dst)
+	}
+	return dst
+}
+
+func (c *Completion) appendCBOR(dst []byte) []byte {
+	n := 1 // ID
+	for _, set := range [...]bool{c.Attempt != 0, len(c.Sizes) > 0, c.Kind != 0, c.Error != "", len(c.Fetched) > 0,
+		c.Slot != 0, c.Started != 0, c.TookUS != 0, c.FetchUS != 0} {
+		if set {
+			n++
+		}
+	}
+	dst = appendHead(dst, majMap, uint64(n))
+	dst = appendBytes(append(dst, 0x01), c.ID[:])
+	if c.Attempt != 0 {
+		dst = appendInt(append(dst, 0x02), int64(c.Attempt))
+	}
+	if len(c.Sizes) > 0 {
+		dst = appendHead(append(dst, 0x03), majArray, uint64(len(c.Sizes)))
+		for _, s := range c.Sizes {
+			dst = appendInt(dst, s)
+		}
+	}
+	if c.Kind != 0 {
+		dst = appendHead(append(dst, 0x04), majUint, uint64(c.Kind))
+	}
+	if c.Error != "" {
+		dst = append(appendHead(append(dst, 0x05), majText, uint64(len(c.Error))), c.Error...)
+	}
+	if len(c.Fetched) > 0 {
+		dst = appendHead(append(dst, 0x06), majArray, uint64(len(c.Fetched)))
+		for i := range c.Fetched {
+			dst = appendBytes(dst, c.Fetched[i][:])
+		}
+	}
+	if c.Slot != 0 {
+		dst = appendInt(append(dst, 0x07), int64(c.Slot))
+	}
+	if c.Started != 0 {
+		dst = appendInt(append(dst, 0x08), c.Started)
+	}
+	if c.TookUS != 0 {
+		dst = appendHead(append(dst, 0x09), majUint, uint64(c.TookUS))
+	}
+	if c.FetchUS != 0 {
+		dst = appendHead(append(dst, 0x0a), majUint, uint64(c.FetchUS))
+	}
+	return dst
+}
+
+// DecodeCBOR decodes data into p, as codec.Unmarshal would (into p's
+// memory: see Reset), refusing completions smaller on average than a real
+// one can be before it takes memory for them (see checkItems).
+func (p *Pull) DecodeCBOR(data []byte) error {
+	d := reader{data: data}
+	n, err := d.fields("pull")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			var v int64
+			v, err = d.int(64, "pull: credits")
+			p.Credits = int(v)
+		case k == 2:
+			var v int64
+			v, err = d.int(64, "pull: wait")
+			p.Wait = time.Duration(v)
+		case k == 3:
+			p.Done, err = d.completions(p.Done, "pull: completions")
+		case k == 4:
+			p.FreesInReply, err = d.bool("pull: frees in reply")
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return dag.Errorf(dag.KindInvalidArgument, "%w", err)
+		}
+	}
+	if d.pos != len(data) {
+		return dag.Errorf(dag.KindInvalidArgument, "%w", d.errorf("%d bytes after the pull", len(data)-d.pos))
+	}
+	return nil
+}
+
+// DecodeCBOR decodes data into c, as codec.Unmarshal would (see Pull's).
+func (c *Complete) DecodeCBOR(data []byte) error {
+	d := reader{data: data}
+	n, err := d.fields("complete")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			c.Done, err = d.completions(c.Done, "complete: completions")
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return dag.Errorf(dag.KindInvalidArgument, "%w", err)
+		}
+	}
+	if d.pos != len(data) {
+		return dag.Errorf(dag.KindInvalidArgument, "%w", d.errorf("%d bytes after the completions", len(data)-d.pos))
+	}
+	return nil
+}
+
+// completions reads an array of completions into dst's memory.
+func (d *reader) completions(dst []Completion, what string) ([]Completion, error) {
+	n, some, err := d.array(what)
+	if err != nil || !some {
+		return nil, err
+	}
+	if rest := len(d.data) - d.pos; n > 0 && rest/n < minCompletionBytes {
+		return dst, d.errorf("%s: %d items in %d bytes; a real one takes at least %d", what, n, rest, minCompletionBytes)
+	}
+	dst = grow(dst, n)
+	for i := range dst {
+		if err := dst[i].decode(d); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+func (c *Completion) decode(d *reader) error {
+	n, err := d.fields("completion")
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = d.skip(0)
+		case k == 1:
+			err = d.id(c.ID[:], "completion: id")
+		case k == 2:
+			var v int64
+			v, err = d.int(64, "completion: attempt")
+			c.Attempt = int(v)
+		case k == 3:
+			var m int
+			var some bool
+			if m, some, err = d.array("completion: sizes"); err == nil {
+				if !some {
+					c.Sizes = nil
+					break
+				}
+				c.Sizes = grow(c.Sizes, m)
+				for j := range c.Sizes {
+					if c.Sizes[j], err = d.int(64, "completion: size"); err != nil {
+						break
+					}
+				}
+			}
+		case k == 4:
+			var v uint64
+			v, err = d.uint(math.MaxUint16, "completion: kind")
+			c.Kind = dag.Kind(v)
+		case k == 5:
+			c.Error, err = d.text("completion: error")
+		case k == 6:
+			var m int
+			var some bool
+			if m, some, err = d.array("completion: fetched"); err == nil {
+				if !some {
+					c.Fetched = nil
+					break
+				}
+				c.Fetched = grow(c.Fetched, m)
+				for j := range c.Fetched {
+					if err = d.id(c.Fetched[j][:], "completion: fetched"); err != nil {
+						break
+					}
+				}
+			}
+		case k == 7:
+			var v int64
+			v, err = d.int(16, "completion: slot")
+			c.Slot = int16(v)
+		case k == 8:
+			c.Started, err = d.int(64, "completion: started")
+		case k == 9:
+			var v uint64
+			v, err = d.uint(math.MaxUint32, "completion: took")
+			c.TookUS = uint32(v)
+		case k == 10:
+			var v uint64
+			v, err = d.uint(math.MaxUint32, "completion: fetch")
+			c.FetchUS = uint32(v)
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,388 @@
+package wire
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/internal/codec"
+)
+
+// randomReply makes a pull reply with every field's edge cases: absent,
+// nil against empty, zero, negative and large numbers, several
+// locations.
+func randomReply(rng *rand.Rand) PullReply {
+	pick := func(n int) int { return rng.IntN(n) }
+	num := func() int64 {
+		switch pick(5) {
+		case 0:
+			return 0
+		case 1:
+			return int64(pick(30))
+		case 2:
+			return -int64(pick(1000)) - 1
+		case 3:
+			return rng.Int64()
+		}
+		return int64(pick(1 << 20))
+	}
+	i32s := func() []int32 {
+		switch pick(3) {
+		case 0:
+			return nil
+		case 1:
+			return []int32{}
+		}
+		s := make([]int32, 1+pick(4))
+		for i := range s {
+			s[i] = int32(num())
+		}
+		return s
+	}
+	var r PullReply
+	for range pick(4) {
+		s := SubtaskSpec{ID: dag.PackSubtaskID(dag.TaskID(pick(1<<20)), dag.StageID(pick(9)), uint64(rng.Int64N(1<<40))),
+			Attempt: int(num()), Outputs: i32s(), OutputBytes: num()}
+		if pick(4) > 0 {
+			s.Ops = []OpSpec{}
+			for range pick(3) {
+				o := OpSpec{Op: dag.OpID(rng.Uint32()), Inputs: i32s(), Index: i32s(), DType: dag.DType(pick(256))}
+				if pick(2) == 0 {
+					o.Args = make([]byte, pick(40))
+					for k := range o.Args {
+						o.Args[k] = byte(pick(256))
+					}
+				}
+				for range pick(4) {
+					o.Shape = append(o.Shape, num())
+				}
+				s.Ops = append(s.Ops, o)
+			}
+		}
+		for range pick(4) {
+			in := InputSpec{Object: dag.NewObjectID(s.ID, uint32(pick(3))), Size: num(), Part: int32(num()), Pending: pick(2) == 0}
+			for range pick(3) {
+				in.Locations = append(in.Locations, []string{"127.0.0.1:40001", "127.0.0.1:40002", "10.0.0.7:7100", "[::1]:9", ""}[pick(5)])
+			}
+			s.Inputs = append(s.Inputs, in)
+		}
+		r.Subtasks = append(r.Subtasks, s)
+	}
+	for range pick(3) {
+		r.Free = append(r.Free, dag.NewObjectID(dag.PackSubtaskID(1, 1, uint64(pick(99))), uint32(pick(3))))
+	}
+	r.More = pick(2) == 0
+	return r
+}
+
+// normal empties what the two decoders may leave either nil or empty, and
+// the intern cache, so that equal replies compare equal.
+func normal(r PullReply) PullReply {
+	r.intern = nil
+	if len(r.Subtasks) == 0 {
+		r.Subtasks = nil
+	}
+	if len(r.Free) == 0 {
+		r.Free = nil
+	}
+	for i := range r.Subtasks {
+		s := &r.Subtasks[i]
+		if len(s.Ops) == 0 {
+			s.Ops = nil
+		}
+		if len(s.Outputs) == 0 {
+			s.Outputs = nil
+		}
+		if len(s.Inputs) == 0 {
+			s.Inputs = nil
+		}
+		for j := range s.Ops {
+			o := &s.Ops[j]
+			if len(o.Args) == 0 {
+				o.Args = nil
+			}
+			if len(o.Inputs) == 0 {
+				o.Inputs = nil
+			}
+			if len(o.Index) == 0 {
+				o.Index = nil
+			}
+			if len(o.Shape) == 0 {
+				o.Shape = nil
+			}
+		}
+		for k := range s.Inputs {
+			if len(s.Inputs[k].Locations) == 0 {
+				s.Inputs[k].Locations = nil
+			}
+		}
+	}
+	return r
+}
+
+// TestPullReplyCodecMatchesGeneric holds the hand-written encoding to the
+// generic encoder's bytes, and the hand-written decoder to the generic
+// decoder's values, over random replies; and decoding into a reply that
+// held a larger one (Reset) gives the same values.
+func TestPullReplyCodecMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var reused PullReply
+	for i := range 3000 {
+		r := randomReply(rng)
+		want, err := codec.EncMode().Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.AppendCBOR(nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("reply %d: AppendCBOR\n%x, %v; the generic encoder gives\n%x", i, got, err, want)
+		}
+		var generic, fast PullReply
+		if err := codec.DecMode().Unmarshal(want, &generic); err != nil {
+			t.Fatal(err)
+		}
+		if err := fast.DecodeCBOR(want); err != nil {
+			t.Fatalf("reply %d: DecodeCBOR: %v", i, err)
+		}
+		if !reflect.DeepEqual(normal(fast), normal(generic)) {
+			t.Fatalf("reply %d: DecodeCBOR gives\n%+v\nthe generic decoder\n%+v", i, fast, generic)
+		}
+		reused.Reset()
+		if err := codec.Unmarshal(want, &reused); err != nil || !reflect.DeepEqual(normal(reused), normal(generic)) {
+			t.Fatalf("reply %d: decoded into reused memory: %v\n%+v\nwant %+v", i, err, reused, generic)
+		}
+	}
+}
+
+// TestPullReplyDecodeRefuses checks that malformed replies give errors
+// (never a panic), including counts the data cannot hold, which must be
+// refused before memory is taken for them.
+func TestPullReplyDecodeRefuses(t *testing.T) {
+	for _, c := range []struct {
+		what string
+		data []byte
+	}{
+		{"empty", nil},
+		{"not a map", []byte{0x80}},
+		{"truncated", []byte{0xa1, 0x01}},
+		{"a billion subtasks in 3 bytes", []byte{0xa1, 0x01, 0x9a, 0x40, 0, 0, 0}},
+		{"a short id", []byte{0xa1, 0x02, 0x81, 0x43, 1, 2, 3}},
+		{"duplicate key", []byte{0xa2, 0x03, 0xf5, 0x03, 0xf5}},
+		{"indefinite array", []byte{0xa1, 0x01, 0x9f, 0xff}},
+		{"a tag", []byte{0xa1, 0x07, 0xc1, 0x00}},
+		{"trailing bytes", []byte{0xa0, 0x00}},
+		{"a float for a bool", []byte{0xa1, 0x03, 0xf9, 0x3c, 0x00}},
+		{"deep nesting in an unknown field", append([]byte{0xa1, 0x09}, bytes.Repeat([]byte{0x81}, 100)...)},
+	} {
+		var r PullReply
+		if err := r.DecodeCBOR(c.data); err == nil {
+			t.Errorf("%s: decoded without error: %+v", c.what, r)
+		}
+	}
+}
+
+// FuzzPullReplyDecode checks that the hand-written decoder never panics,
+// and agrees with the generic decoder whenever both decode.
+func FuzzPullReplyDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20 {
+		b, _ := randomReply(rng).AppendCBOR(nil)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast, generic PullReply
+		ferr := fast.DecodeCBOR(data)
+		gerr := codec.DecMode().Unmarshal(data, &generic)
+		if ferr == nil && gerr == nil && !reflect.DeepEqual(normal(fast), normal(generic)) {
+			t.Fatalf("decoders disagree on %x:\nfast    %+v\ngeneric %+v", data, fast, generic)
+		}
+	})
+}
+
+func BenchmarkPullReplyCodec(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var r PullReply
+	for len(r.Subtasks) < 64 {
+		r.Subtasks = append(r.Subtasks, randomReply(rng).Subtasks...)
+	}
+	r.Subtasks = r.Subtasks[:64]
+	data, _ := r.AppendCBOR(nil)
+	b.Run("encode/generic", func(b *testing.B) {
+		for b.Loop() {
+			codec.EncMode().Marshal(r)
+		}
+	})
+	b.Run("encode/fast", func(b *testing.B) {
+		buf := make([]byte, 0, 2*len(data))
+		for b.Loop() {
+			buf, _ = r.AppendCBOR(buf[:0])
+		}
+	})
+	b.Run("decode/generic", func(b *testing.B) {
+		var out PullReply
+		for b.Loop() {
+			out.Reset()
+			codec.DecMode().Unmarshal(data, &out)
+		}
+	})
+	b.Run("decode/fast", func(b *testing.B) {
+		var out PullReply
+		for b.Loop() {
+			out.Reset()
+			out.DecodeCBOR(data)
+		}
+	})
+}
+
+func randomCompletions(rng *rand.Rand) []Completion {
+	pick := func(n int) int { return rng.IntN(n) }
+	var out []Completion
+	for range pick(5) {
+		c := Completion{ID: dag.PackSubtaskID(dag.TaskID(pick(1<<20)), dag.StageID(pick(9)), uint64(rng.Int64N(1<<40)))}
+		if pick(2) == 0 {
+			c.Attempt = pick(300) - 10
+		}
+		for range pick(3) {
+			c.Sizes = append(c.Sizes, rng.Int64()-rng.Int64())
+		}
+		if pick(3) == 0 {
+			c.Kind = dag.Kind(pick(1 << 16))
+			c.Error = []string{"", "fetch …: no location has it", "ß∂ unicode"}[pick(3)]
+		}
+		for range pick(3) {
+			c.Fetched = append(c.Fetched, dag.NewObjectID(c.ID, uint32(pick(4))))
+		}
+		if pick(2) == 0 {
+			c.Slot, c.Started, c.TookUS, c.FetchUS = int16(pick(1<<16)-1<<15), rng.Int64(), rng.Uint32(), uint32(pick(3))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func normalDone(done []Completion) []Completion {
+	if len(done) == 0 {
+		return nil
+	}
+	for i := range done {
+		if len(done[i].Sizes) == 0 {
+			done[i].Sizes = nil
+		}
+		if len(done[i].Fetched) == 0 {
+			done[i].Fetched = nil
+		}
+	}
+	return done
+}
+
+// TestCompletionCodecMatchesGeneric does for Pull and Complete what
+// TestPullReplyCodecMatchesGeneric does for PullReply.
+func TestCompletionCodecMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var reusedPull Pull
+	var reusedComplete Complete
+	for i := range 3000 {
+		p := Pull{Credits: rng.IntN(2000) - 5, Done: randomCompletions(rng), FreesInReply: rng.IntN(2) == 0}
+		if rng.IntN(2) == 0 {
+			p.Wait = time.Duration(rng.Int64N(int64(time.Minute)))
+		}
+		want, err := codec.EncMode().Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := p.AppendCBOR(nil); !bytes.Equal(got, want) {
+			t.Fatalf("pull %d: AppendCBOR\n%x; the generic encoder gives\n%x", i, got, want)
+		}
+		var generic pullFields
+		if err := codec.DecMode().Unmarshal(want, &generic); err != nil {
+			t.Fatal(err)
+		}
+		reusedPull.Reset()
+		if err := codec.Unmarshal(want, &reusedPull); err != nil {
+			t.Fatalf("pull %d: %v", i, err)
+		}
+		reusedPull.Done, generic.Done = normalDone(reusedPull.Done), normalDone(generic.Done)
+		if !reflect.DeepEqual(reusedPull, Pull(generic)) {
+			t.Fatalf("pull %d: DecodeCBOR gives\n%+v\nthe generic decoder\n%+v", i, reusedPull, generic)
+		}
+
+		c := Complete{Done: randomCompletions(rng)}
+		if want, err = codec.EncMode().Marshal(c); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := c.AppendCBOR(nil); !bytes.Equal(got, want) {
+			t.Fatalf("complete %d: AppendCBOR\n%x; the generic encoder gives\n%x", i, got, want)
+		}
+		var genericC completeFields
+		if err := codec.DecMode().Unmarshal(want, &genericC); err != nil {
+			t.Fatal(err)
+		}
+		reusedComplete.Reset()
+		if err := codec.Unmarshal(want, &reusedComplete); err != nil {
+			t.Fatalf("complete %d: %v", i, err)
+		}
+		reusedComplete.Done, genericC.Done = normalDone(reusedComplete.Done), normalDone(genericC.Done)
+		if !reflect.DeepEqual(reusedComplete, Complete(genericC)) {
+			t.Fatalf("complete %d: DecodeCBOR gives\n%+v\nthe generic decoder\n%+v", i, reusedComplete, genericC)
+		}
+	}
+}
+
+// FuzzPullDecode checks that Pull's decoder never panics and agrees with
+// the generic decoder whenever both decode.
+func FuzzPullDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 20 {
+		b, _ := Pull{Credits: 8, Done: randomCompletions(rng)}.AppendCBOR(nil)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast Pull
+		var generic pullFields
+		ferr := fast.DecodeCBOR(data)
+		gerr := codec.DecMode().Unmarshal(data, &generic)
+		if ferr == nil && gerr == nil {
+			fast.Done, generic.Done = normalDone(fast.Done), normalDone(generic.Done)
+			if !reflect.DeepEqual(fast, Pull(generic)) {
+				t.Fatalf("decoders disagree on %x:\nfast    %+v\ngeneric %+v", data, fast, generic)
+			}
+		}
+	})
+}
+
+func BenchmarkPullCodec(b *testing.B) {
+	p := Pull{Credits: 64, FreesInReply: true}
+	for i := range 64 {
+		p.Done = append(p.Done, Completion{ID: dag.PackSubtaskID(7, 1, uint64(1000+i)), Sizes: []int64{16}, Slot: 1,
+			Started: 1_700_000_000_000_000_000 + int64(i), TookUS: 12, FetchUS: 0})
+	}
+	data, _ := p.AppendCBOR(nil)
+	b.Run("encode/generic", func(b *testing.B) {
+		for b.Loop() {
+			codec.EncMode().Marshal(p)
+		}
+	})
+	b.Run("encode/fast", func(b *testing.B) {
+		buf := make([]byte, 0, 2*len(data))
+		for b.Loop() {
+			buf, _ = p.AppendCBOR(buf[:0])
+		}
+	})
+	b.Run("decode/generic", func(b *testing.B) {
+		var out pullFields
+		for b.Loop() {
+			(*Pull)(&out).Reset()
+			codec.DecMode().Unmarshal(data, &out)
+		}
+	})
+	b.Run("decode/fast", func(b *testing.B) {
+		var out Pull
+		for b.Loop() {
+			out.Reset()
+			out.DecodeCBOR(data)
+		}
+	})
+}
