@@ -114,6 +114,22 @@ func TestSubtaskGraphLink(t *testing.T) {
 	if _, ok := sg.ObjectOf(add); ok {
 		t.Fatal("fused intermediate has an object")
 	}
+	for _, base := range []uint64{10, 1<<40 + 7} { // indexes past 32 bits too
+		sg.Base = base
+		out := make([]ObjectID, 3)
+		if n := sg.ObjectsOf([]int32{sum, r1, r0}, out); n != 3 {
+			t.Fatalf("ObjectsOf wrote %d of 3", n)
+		}
+		for i, c := range []int32{sum, r1, r0} {
+			if want, _ := sg.ObjectOf(c); out[i] != want {
+				t.Fatalf("base %d: ObjectsOf gives chunk %d %s, ObjectOf %s", base, c, out[i], want)
+			}
+		}
+		if n := sg.ObjectsOf([]int32{r1, add, sum}, out); n != 1 {
+			t.Fatalf("ObjectsOf stopped after %d chunks, want 1 (add has no object)", n)
+		}
+	}
+	sg.Base = 10
 
 	bad := NewSubtaskGraph(g, 2)
 	bad.AddSubtask([]int32{r0, r1}, []int32{r0})
@@ -185,6 +201,9 @@ func TestGroupSubtasksMatchesLink(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := 0; trial < 300; trial++ {
 		n := 1 + rng.IntN(40)
+		if trial >= 296 {
+			n = 3 * parallelGroup // big enough to link successors on a goroutine
+		}
 		g := NewChunkGraph(n)
 		a := g.AddArgs(nil)
 		lo := rng.IntN(n) / 4 // chunks below lo are in no group (fetched)
@@ -247,7 +266,11 @@ func TestGroupSubtasksMatchesLink(t *testing.T) {
 			want.AddSubtask(r, outs)
 		}
 		werr := want.Link()
-		got, gerr := GroupSubtasks(g, groups, export)
+		// then must see the final Preds and Succs, and run only on success.
+		seen := make(chan [2]CSR, 1)
+		got, gerr := GroupSubtasksThen(g, groups, export, func(sg *SubtaskGraph) {
+			seen <- [2]CSR{sg.Preds, sg.Succs}
+		})
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("trial %d: Link says %v, GroupSubtasks says %v", trial, werr, gerr)
 		}
@@ -255,7 +278,15 @@ func TestGroupSubtasksMatchesLink(t *testing.T) {
 			if !strings.Contains(gerr.Error(), "cycle") {
 				t.Fatalf("trial %d: %v, want a cycle", trial, gerr)
 			}
+			select {
+			case <-seen:
+				t.Fatalf("trial %d: then ran although grouping failed", trial)
+			default:
+			}
 			continue
+		}
+		if linked := <-seen; !reflect.DeepEqual(linked[0], want.Preds) || !reflect.DeepEqual(linked[1], want.Succs) {
+			t.Fatalf("trial %d: then saw preds %v succs %v, want %v %v", trial, linked[0], linked[1], want.Preds, want.Succs)
 		}
 		if !reflect.DeepEqual(got.Subtasks, want.Subtasks) || !reflect.DeepEqual(got.Owner, want.Owner) ||
 			!reflect.DeepEqual(got.OutIndex, want.OutIndex) || !reflect.DeepEqual(got.Preds, want.Preds) ||
@@ -267,6 +298,28 @@ func TestGroupSubtasksMatchesLink(t *testing.T) {
 				t.Fatalf("trial %d: subtask %d: chunks %v outputs %v, want %v %v", trial, s,
 					got.ChunksOf(int32(s)), got.OutputsOf(int32(s)), want.ChunksOf(int32(s)), want.OutputsOf(int32(s)))
 			}
+		}
+	}
+}
+
+// TestInvertMatchesInvertCSR holds CSR.Invert, which fills its rows through
+// its own offsets, to InvertCSR on random tables of n rows over n nodes
+// (empty rows, repeated entries, nodes nothing points at, none at all).
+func TestInvertMatchesInvertCSR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for trial := 0; trial < 300; trial++ {
+		n := rng.IntN(20)
+		rows := n
+		c := CSR{Off: make([]int32, 1, rows+1)}
+		for i := 0; i < rows; i++ {
+			for k := rng.IntN(4); k > 0 && n > 0; k-- {
+				c.Dst = append(c.Dst, int32(rng.IntN(n)))
+			}
+			c.Off = append(c.Off, int32(len(c.Dst)))
+		}
+		got, want := c.Invert(n), InvertCSR(n, func(i int) []int32 { return c.Row(int32(i)) })
+		if !slices.Equal(got.Off, want.Off) || !slices.Equal(got.Dst, want.Dst) {
+			t.Fatalf("trial %d: %v inverted to %v, want %v", trial, c, got, want)
 		}
 	}
 }

@@ -130,6 +130,29 @@ func (g *SubtaskGraph) ObjectOf(c int32) (ObjectID, bool) {
 	return o, true // NewObjectID(g.ID(g.Owner[c]), OutIndex[c]), written in place
 }
 
+// ObjectsOf writes into out[i] the object under which chunks[i] is stored
+// (as ObjectOf, in one loop) and returns how many it wrote: fewer than
+// len(chunks) when chunks[n] never leaves its subtask. out must be at
+// least as long as chunks.
+func (g *SubtaskGraph) ObjectsOf(chunks []int32, out []ObjectID) int {
+	var head [6]byte // task and stage, the same for every object
+	binary.LittleEndian.PutUint32(head[0:4], uint32(g.Task))
+	binary.LittleEndian.PutUint16(head[4:6], uint16(g.Stage))
+	out = out[:len(chunks)]
+	for i, c := range chunks {
+		if int(c) >= len(g.Owner) || g.Owner[c] < 0 || g.OutIndex[c] < 0 {
+			return i
+		}
+		ix := g.Base + uint64(g.Owner[c])
+		o := &out[i]
+		copy(o[0:6], head[:])
+		binary.LittleEndian.PutUint32(o[6:10], uint32(ix))
+		binary.LittleEndian.PutUint16(o[10:12], uint16(ix>>32))
+		binary.LittleEndian.PutUint32(o[12:16], uint32(g.OutIndex[c]))
+	}
+	return len(chunks)
+}
+
 // Link fills Owner, OutIndex, Preds and Succs from the subtasks' chunks and
 // outputs. It fails if a chunk belongs to two subtasks, if a subtask reads a
 // chunk of another subtask that is not exported, or if the subtasks form a
@@ -189,14 +212,10 @@ func (g *SubtaskGraph) linkPreds() error {
 	return nil
 }
 
-// linkSuccs fills Succs from Preds and refuses a cyclic graph. When every
-// predecessor has a lower index than its subtask (lowering's groups come
-// out in topological order), the graph is acyclic without a sort.
+// linkSuccs fills Succs from Preds and refuses a cyclic graph.
 func (g *SubtaskGraph) linkSuccs() error {
-	n := len(g.Subtasks)
-	g.Succs = g.Preds.Invert(n)
 	ordered := true
-	for s := 0; s < n && ordered; s++ {
+	for s := 0; s < len(g.Subtasks) && ordered; s++ {
 		for _, p := range g.Preds.Row(int32(s)) {
 			if p >= int32(s) {
 				ordered = false
@@ -204,6 +223,16 @@ func (g *SubtaskGraph) linkSuccs() error {
 			}
 		}
 	}
+	return g.invertPreds(ordered)
+}
+
+// invertPreds fills Succs from Preds and refuses a cyclic graph. ordered
+// says every predecessor has a lower index than its subtask (lowering's
+// groups come out in topological order): then the graph is acyclic
+// without a sort.
+func (g *SubtaskGraph) invertPreds(ordered bool) error {
+	n := len(g.Subtasks)
+	g.Succs = g.Preds.Invert(n)
 	if ordered {
 		return nil
 	}
@@ -222,6 +251,17 @@ func (g *SubtaskGraph) linkSuccs() error {
 // The graph keeps groups.Dst as its table of chunks: the caller must not
 // modify it afterwards.
 func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph, error) {
+	return GroupSubtasksThen(chunks, groups, export, nil)
+}
+
+// GroupSubtasksThen is GroupSubtasks that also starts then(g) (unless it
+// is nil), on a goroutine of its own, as soon as g's Preds and Succs are
+// final: in a big graph beside numbering the outputs, and in any graph
+// without waiting for it to return. then is called exactly when
+// GroupSubtasksThen succeeds. Until GroupSubtasksThen returns, then may
+// read only g's Preds, Succs and len(Subtasks): the rest of g is still
+// being written.
+func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(*SubtaskGraph)) (*SubtaskGraph, error) {
 	n := chunks.Len()
 	ng := groups.Rows()
 	g := &SubtaskGraph{
@@ -247,8 +287,11 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 	}
 	// Predecessors; a chunk read by another subtask is marked for export
 	// (OutIndex 0 until outputs are numbered below).
+	// A subtask has at most as many predecessors as its chunks have
+	// inputs: room for all of them spares growing the table by copies.
 	off := make([]int32, 1, ng+1)
-	var dst []int32
+	dst := make([]int32, 0, chunks.Edges())
+	ordered := true // every predecessor has a lower index than its subtask
 	for s := int32(0); s < int32(ng); s++ {
 		start := len(dst)
 		for _, c := range groups.Row(s) {
@@ -260,12 +303,30 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 				g.OutIndex[in] = 0
 				if !slices.Contains(dst[start:], p) {
 					dst = append(dst, p)
+					ordered = ordered && p < s
 				}
 			}
 		}
 		off = append(off, int32(len(dst)))
 	}
+	if len(dst) == 0 {
+		dst = nil // as Link leaves it
+	}
 	g.Preds = CSR{Off: off, Dst: dst}
+	// Successors come from Preds alone and the outputs from OutIndex's
+	// marks: in a big graph the two passes run side by side (on a second
+	// core when there is one), each writing only its own tables.
+	var linked chan error
+	if ng >= parallelGroup {
+		linked = make(chan error, 1)
+		go func() {
+			err := g.invertPreds(ordered)
+			linked <- err
+			if err == nil && then != nil {
+				then(g)
+			}
+		}()
+	}
 	g.outputs = make([]int32, 0, ng) // most subtasks export one chunk
 	for s := int32(0); s < int32(ng); s++ {
 		c0, c1 := groups.Off[s], groups.Off[s+1]
@@ -278,11 +339,25 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 		}
 		g.Subtasks[s] = Subtask{Raylet: -1, c0: uint32(c0), o0: uint32(o0)}
 	}
-	if err := g.linkSuccs(); err != nil {
+	if linked != nil {
+		if err := <-linked; err != nil {
+			return nil, err
+		}
+		return g, nil
+	}
+	if err := g.invertPreds(ordered); err != nil {
 		return nil, err
+	}
+	if then != nil {
+		go then(g)
 	}
 	return g, nil
 }
+
+// parallelGroup is the number of subtasks from which GroupSubtasks links
+// successors on a goroutine of their own: below it, starting one costs
+// more than it saves.
+const parallelGroup = 1 << 15
 
 // Topo returns the subtasks in an order where every subtask follows its
 // predecessors. Link must have succeeded.

@@ -40,12 +40,21 @@ func quotas(n int, slots []int) []int {
 }
 
 // walkGraph is the undirected view initial assignment walks: nodes lo…n-1
-// with their predecessors and successors (nodes below lo are outside).
+// with their predecessors (rows of pred) and successors (rows of succ);
+// nodes below lo are outside.
 type walkGraph struct {
-	n, lo int32
-	preds func(i int32) []int32
-	succs func(i int32) []int32
+	n, lo      int32
+	pred, succ dag.CSR
 }
+
+func (g walkGraph) preds(i int32) []int32 { return g.pred.Row(i) }
+func (g walkGraph) succs(i int32) []int32 { return g.succ.Row(i) }
+
+// What assignWalk knows of a node, a byte each.
+const (
+	nodeVisited uint8 = 1 << iota // a walk counted it
+	nodeWaiting                   // initial, without a raylet yet
+)
 
 // assignWalk gives every initial node a raylet, following the seeds: take
 // the raylet with the largest remaining quota, walk the undirected graph
@@ -55,6 +64,12 @@ type walkGraph struct {
 // by one walk is not counted again by later walks (Mars's assigned record),
 // but walks still pass through it. It returns each node's raylet (-1 for
 // nodes that are not initial, and for all when slots is empty).
+//
+// A walk takes each node as it is first met, rather than when it comes off
+// the queue: the nodes are taken in the same order, but the walk stops
+// without having queued the neighbours of the nodes it never reaches
+// (a third of the queueing, on the seed example), and the nodes met in a
+// walk are the queue itself, so a bitset of them is cleared from it.
 func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 	raylet := make([]int32, g.n)
 	for i := range raylet {
@@ -63,24 +78,16 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 	if len(slots) == 0 || len(initial) == 0 {
 		return raylet
 	}
-	isInit := make([]bool, g.n)
+	state := make([]uint8, g.n)
 	for _, s := range initial {
-		isInit[s] = true
+		state[s] = nodeWaiting
 	}
 	q := quotas(len(initial), slots)
 	byQuota := newQuotaHeap(q)
 	spread := (int(g.n-g.lo) + len(slots) - 1) / len(slots)
-	visited := make([]bool, g.n)
-	seen := make([]uint32, g.n) // walk number that queued each node
-	walk := uint32(0)
-	queue := make([]int32, 0, 64)
+	var met []uint64 // nodes met by the current walk
+	var queue []int32
 	next := 0
-	enqueue := func(nb int32) {
-		if nb >= g.lo && seen[nb] != walk {
-			seen[nb] = walk
-			queue = append(queue, nb)
-		}
-	}
 	for {
 		for next < len(initial) && raylet[initial[next]] >= 0 {
 			next++
@@ -102,14 +109,14 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 			}
 			return raylet
 		}
-		if isolated(g, initial[next]) {
+		if g.isolated(initial[next]) {
 			// A run of isolated nodes: each one's walk would visit it
 			// alone and no other walk can reach it, so neither visited
 			// nor seen matters, and the run takes the raylets in the
 			// order the walks would (most nodes of a job of
 			// independent subtasks).
 			end := next + 1
-			for end < len(initial) && isolated(g, initial[end]) {
+			for end < len(initial) && g.isolated(initial[end]) {
 				end++
 			}
 			if end-next >= len(q) { // dealing costs a sort of the raylets
@@ -121,34 +128,80 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 			byQuota.down(0)
 			continue
 		}
-		assigned, walked := 0, 0
-		walk++
-		queue = append(queue[:0], initial[next])
-		seen[initial[next]] = walk
-	bfs:
-		for h := 0; h < len(queue); h++ {
-			s := queue[h]
-			if !visited[s] {
-				visited[s] = true
-				walked++
-				if isInit[s] && raylet[s] < 0 {
-					raylet[s] = int32(r)
-					assigned++
-				}
-				if walked >= spread || assigned >= q[r] {
-					break bfs
-				}
-			}
-			for _, nb := range g.preds(s) {
-				enqueue(nb)
-			}
-			for _, nb := range g.succs(s) {
-				enqueue(nb)
-			}
+		if met == nil {
+			// A walk meets each node once at most; growing the queue
+			// by appending cost a fifth of the walks on the seed
+			// example. (A job of independent subtasks never walks.)
+			met = make([]uint64, (g.n+63)/64)
+			queue = make([]int32, 0, g.n-g.lo)
 		}
-		q[r] -= assigned
+		q[r] -= g.walk(initial[next], int32(r), q[r], spread, state, raylet, met, &queue)
 		byQuota.down(0) // r was the top; only its quota changed
 	}
+}
+
+// walk is one walk of assignWalk from start for raylet r with quota
+// quota: it returns how many initial nodes it gave r. It takes each node
+// (counts it, gives it r if it is initial) as the walk first meets it.
+// It reads the tables through local slices and one loop over a node's
+// predecessors then successors: a third faster than through methods and
+// a pair of rows.
+func (g walkGraph) walk(start, r int32, quota, spread int, state []uint8, raylet []int32, met []uint64, queue *[]int32) int {
+	lo := g.lo
+	poff, pdst, soff, sdst := g.pred.Off, g.pred.Dst, g.succ.Off, g.succ.Dst
+	qu := append((*queue)[:0], start)
+	met[start>>6] |= 1 << (start & 63)
+	// start is initial and unvisited: an initial node a walk visits gets a
+	// raylet then.
+	state[start] = nodeVisited
+	raylet[start] = r
+	assigned, walked := 1, 1
+	if walked >= spread || assigned >= quota {
+		qu = qu[:0]
+	}
+bfs:
+	for h := 0; h < len(qu); h++ {
+		s := qu[h]
+		nbs, then := pdst[poff[s]:poff[s+1]], sdst[soff[s]:soff[s+1]]
+		for k := 0; ; k++ {
+			if k == len(nbs) {
+				if len(then) == 0 {
+					break
+				}
+				nbs, then, k = then, nil, 0
+			}
+			nb := nbs[k]
+			w, bit := nb>>6, uint64(1)<<(nb&63)
+			if nb < lo || met[w]&bit != 0 {
+				continue
+			}
+			met[w] |= bit
+			qu = append(qu, nb)
+			f := state[nb]
+			if f&nodeVisited != 0 {
+				continue // passed through, not counted again
+			}
+			state[nb] = nodeVisited
+			walked++
+			if f&nodeWaiting != 0 {
+				raylet[nb] = r
+				assigned++
+			}
+			if walked >= spread || assigned >= quota {
+				break bfs
+			}
+		}
+	}
+	if len(qu) > len(met)/8 {
+		clear(met)
+	} else {
+		met[start>>6] = 0
+		for _, s := range qu {
+			met[s>>6] = 0 // every node met is in qu (but start, when it ended the walk)
+		}
+	}
+	*queue = qu
+	return assigned
 }
 
 // quotaHeap orders raylets by remaining quota, largest first, ties to the
@@ -198,7 +251,9 @@ func (h quotaHeap) down(i int) {
 }
 
 // isolated reports whether node s of g has no edges at all.
-func isolated(g walkGraph, s int32) bool { return len(g.preds(s)) == 0 && len(g.succs(s)) == 0 }
+func (g walkGraph) isolated(s int32) bool {
+	return g.succ.Off[s] == g.succ.Off[s+1] && g.pred.Off[s] == g.pred.Off[s+1]
+}
 
 // deal gives nodes one raylet each, each raylet as many as that many
 // one-node walks would give it (each walk takes the raylet with the
@@ -278,13 +333,25 @@ func (h *quotaHeap) deal(nodes []int32, raylet []int32) int {
 // assignSubtasks sets Raylet on every initial subtask (one without
 // predecessors in its stage) of sg.
 func assignSubtasks(sg *dag.SubtaskGraph, slots []int) {
-	initial := make([]int32, 0, len(sg.Subtasks)) // at most all; freed once assigned
-	for s := range sg.Subtasks {
-		if len(sg.Preds.Row(int32(s))) == 0 {
+	setRaylets(sg, initialRaylets(sg, slots))
+}
+
+// initialRaylets returns the raylet of every subtask of sg: the initial
+// ones' (without predecessors in the stage), -1 for the others. It reads
+// only sg's Preds, Succs and len(Subtasks).
+func initialRaylets(sg *dag.SubtaskGraph, slots []int) []int32 {
+	n := len(sg.Subtasks)
+	initial := make([]int32, 0, n) // at most all; freed once assigned
+	for s := range n {
+		if sg.Preds.Off[s] == sg.Preds.Off[s+1] {
 			initial = append(initial, int32(s))
 		}
 	}
-	raylet := assignWalk(walkGraph{n: int32(sg.Len()), preds: sg.Preds.Row, succs: sg.Succs.Row}, initial, slots)
+	return assignWalk(walkGraph{n: int32(n), pred: sg.Preds, succ: sg.Succs}, initial, slots)
+}
+
+// setRaylets writes raylet into the subtasks of sg.
+func setRaylets(sg *dag.SubtaskGraph, raylet []int32) {
 	for s, r := range raylet {
 		sg.Subtasks[s].Raylet = r
 	}
@@ -300,5 +367,5 @@ func assignChunks(cg *dag.ChunkGraph, users dag.CSR, lo int32, slots []int) []in
 			initial = append(initial, c)
 		}
 	}
-	return assignWalk(walkGraph{n: n, lo: lo, preds: cg.Inputs, succs: users.Row}, initial, slots)
+	return assignWalk(walkGraph{n: n, lo: lo, pred: cg.InputTable(), succ: users}, initial, slots)
 }

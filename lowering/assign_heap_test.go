@@ -3,6 +3,8 @@ package lowering
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/phobos-project/phobos/dag"
 )
 
 // TestAssignWalkHeapMatchesScan: finding the raylet with the largest
@@ -28,13 +30,23 @@ func TestAssignWalkHeapMatchesScan(t *testing.T) {
 		for i := range slots {
 			slots[i] = rng.IntN(5)
 		}
-		g := walkGraph{n: n, preds: func(i int32) []int32 { return preds[i] }, succs: func(i int32) []int32 { return succs[i] }}
+		g := walkGraph{n: n, pred: csrOf(preds), succ: csrOf(succs)}
 		got := assignWalk(g, initial, slots)
 		want := assignWalkScan(g, initial, slots)
 		if err := sameButDealt(g, got, want, len(slots)); err != "" {
 			t.Fatalf("iteration %d: %s: heap %v, scan %v", it, err, got, want)
 		}
 	}
+}
+
+// csrOf packs rows into a CSR table.
+func csrOf(rows [][]int32) dag.CSR {
+	t := dag.CSR{Off: make([]int32, 1, len(rows)+1)}
+	for _, r := range rows {
+		t.Dst = append(t.Dst, r...)
+		t.Off = append(t.Off, int32(len(t.Dst)))
+	}
+	return t
 }
 
 // assignWalkScan is assignWalk as it was, scanning every raylet per walk.

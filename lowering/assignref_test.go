@@ -104,7 +104,7 @@ func TestAssignWalkMatchesReference(t *testing.T) {
 		}
 		g := chunks(t, inputs...)
 		users := g.Users()
-		wg := walkGraph{n: int32(n), preds: g.Inputs, succs: users.Row}
+		wg := walkGraph{n: int32(n), pred: g.InputTable(), succ: users}
 		var initial []int32
 		for c := int32(0); c < int32(n); c++ {
 			if len(g.Inputs(c)) == 0 {
@@ -118,6 +118,9 @@ func TestAssignWalkMatchesReference(t *testing.T) {
 		got, want := assignWalk(wg, initial, slots), assignWalkRef(wg, initial, slots)
 		if err := sameButDealt(wg, got, want, len(slots)); err != "" {
 			t.Fatalf("trial %d: slots %v, graph %v: %s:\n got %v\nwant %v", trial, slots, inputs, err, got, want)
+		}
+		if it := g.InputTable(); !slices.Equal(it.Off, csrOf(inputs).Off) || !slices.Equal(it.Dst, csrOf(inputs).Dst) {
+			t.Fatalf("trial %d: input table %v of graph %v", trial, it, inputs)
 		}
 	}
 }

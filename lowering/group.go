@@ -10,7 +10,14 @@ import (
 // no group (fetched from earlier stages) belong to no subtask. The graph
 // keeps groups.Dst as its table of chunks.
 func buildSubtasks(cg *dag.ChunkGraph, groups dag.CSR, export []bool) (*dag.SubtaskGraph, error) {
-	sg, err := dag.GroupSubtasks(cg, groups, export)
+	return buildSubtasksThen(cg, groups, export, nil)
+}
+
+// buildSubtasksThen is buildSubtasks that starts then as
+// dag.GroupSubtasksThen does: on a goroutine of its own once the graph's
+// predecessors and successors are known, and only if it succeeds.
+func buildSubtasksThen(cg *dag.ChunkGraph, groups dag.CSR, export []bool, then func(*dag.SubtaskGraph)) (*dag.SubtaskGraph, error) {
+	sg, err := dag.GroupSubtasksThen(cg, groups, export, then)
 	if err != nil {
 		return nil, dag.Errorf(dag.KindInternal, "grouping chunks into subtasks: %w", err)
 	}
@@ -19,22 +26,29 @@ func buildSubtasks(cg *dag.ChunkGraph, groups dag.CSR, export []bool) (*dag.Subt
 
 // prioritize sets every subtask's Priority: its depth (longest path from a
 // source), the depth of its deepest successor, and its successor count.
-// Subtask indexes are topological, so one forward pass suffices.
+// Subtask indexes are topological, so one forward pass over the
+// predecessors suffices: a subtask's depth is final when it is reached,
+// and it passes it on to its predecessors as they gain it as a successor.
+// A graph fresh from GroupSubtasks has every priority zero, which is what
+// a subtask without predecessors or successors keeps (no write at all
+// for a job of independent subtasks).
 func prioritize(sg *dag.SubtaskGraph) {
-	for s := range sg.Subtasks {
+	sub := sg.Subtasks
+	off, dst := sg.Preds.Off, sg.Preds.Dst
+	for s := range sub {
+		preds := dst[off[s]:off[s+1]]
+		if len(preds) == 0 {
+			continue
+		}
 		d := int32(0)
-		for _, p := range sg.Preds.Row(int32(s)) {
-			d = max(d, sg.Subtasks[p].Priority.Depth+1)
+		for _, p := range preds {
+			d = max(d, sub[p].Priority.Depth+1)
 		}
-		sg.Subtasks[s].Priority.Depth = d
-	}
-	for s := range sg.Subtasks {
-		succs := sg.Succs.Row(int32(s))
-		dd := int32(0)
-		for _, u := range succs {
-			dd = max(dd, sg.Subtasks[u].Priority.Depth)
+		sub[s].Priority.Depth = d
+		for _, p := range preds {
+			pp := &sub[p].Priority
+			pp.DemandDepth = max(pp.DemandDepth, d)
+			pp.Succs++
 		}
-		sg.Subtasks[s].Priority.DemandDepth = dd
-		sg.Subtasks[s].Priority.Succs = int32(len(succs))
 	}
 }

@@ -129,11 +129,97 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 		cg, fetch = t.stageChunks(lo, hi)
 	}
 	nf := int32(len(fetch))
-	local := func(c int32) int32 { return nf + c - lo } // of a chunk of this stage
 
-	// Export results, and what untiled nodes will read.
+	// Export results, and what untiled nodes will read: beside finding
+	// each chunk's sole user for chain fusion, which reads only cg.
 	export := make([]bool, cg.Len())
 	keep := make([]bool, cg.Len())
+	marked := make(chan struct{})
+	go func() {
+		defer close(marked)
+		t.markExports(export, keep, lo, nf)
+	}()
+	var sole []int32
+	if opts.Fusion == FuseChain {
+		sole = soleUsers(cg)
+	}
+	<-marked
+
+	var groups dag.CSR
+	var chunkRaylet []int32
+	switch opts.Fusion {
+	case FuseColoring:
+		users := cg.Users()
+		chunkRaylet = assignChunks(cg, users, nf, opts.Slots)
+		groups = fuseColoring(cg, users, nf, chunkRaylet, opts.ColorInitial, opts.Broadcast)
+	case FuseChain:
+		groups = fuseChains(cg, sole, nf, opts.Fusion)
+	case FuseNone:
+		groups = fuseChains(cg, nil, nf, opts.Fusion)
+	default:
+		return nil, dag.Errorf(dag.KindInvalidArgument, "lower task %d: unknown fusion %v", task, opts.Fusion)
+	}
+	// Initial assignment writes only the subtasks' Raylet and needs no
+	// IDs; taking the IDs writes the graph's Task, Stage and Base;
+	// finishing the stage reads only the graph's IDs, Owner and OutIndex,
+	// and priorities write only the subtasks' Priority. Each is
+	// deterministic and they share nothing written, so assignment runs
+	// beside the rest (on a second core when there is one; beside the Raft
+	// commit that allocates the IDs in a head) and the plan is the same as
+	// in sequence. It starts as soon as grouping knows the subtasks'
+	// predecessors and successors (beside numbering their outputs), and
+	// writes into the subtasks once grouping has returned. Assignment is
+	// the longer (a walk of the whole graph when subtasks have edges);
+	// the rest takes about as long for a job of independent subtasks.
+	grouped, placed := make(chan struct{}), make(chan struct{})
+	assign := func(sg *dag.SubtaskGraph) {
+		defer close(placed)
+		if opts.Fusion == FuseColoring {
+			<-grouped // reads the subtasks' chunks
+			for s := range sg.Subtasks {
+				if len(sg.Preds.Row(int32(s))) == 0 {
+					sg.Subtasks[s].Raylet = chunkRaylet[sg.ChunksOf(int32(s))[0]]
+				}
+			}
+			return
+		}
+		raylet := initialRaylets(sg, opts.Slots)
+		<-grouped
+		setRaylets(sg, raylet)
+	}
+	sg, err := buildSubtasksThen(cg, groups, export, assign)
+	if err != nil {
+		return nil, err // assign was not started
+	}
+	close(grouped)
+	// Every stage takes an ID, even one without subtasks (its needs were
+	// all computed earlier), so that stage k of a job always follows the
+	// k-th Feed: a head replaying the job pairs them up.
+	stage, base, err := alloc(sg.Len())
+	if err != nil {
+		<-placed
+		return nil, fmt.Errorf("allocate ids for %d subtasks of task %d: %w", sg.Len(), task, err)
+	}
+	sg.Task, sg.Stage, sg.Base = task, stage, base
+	p, err := t.finishStage(sg, cg, fetch, keep, lo, hi, complete)
+	prioritize(sg)
+	<-placed
+	if err != nil {
+		return nil, err
+	}
+	t.stages++
+	t.subtasks += int64(sg.Len())
+	if invariants && complete {
+		t.checkEstimate(opts.Fusion)
+	}
+	return p, nil
+}
+
+// markExports sets export and keep (indexed by this stage's chunks: a
+// chunk c >= lo of the job is nf + c - lo) for the chunks of the job's
+// tiled outputs and the tiled inputs of untiled nodes.
+func (t *Tiled) markExports(export, keep []bool, lo, nf int32) {
+	local := func(c int32) int32 { return nf + c - lo } // of a chunk of this stage
 	mark := func(grid *dag.Grid) {
 		for _, c := range grid.Chunks {
 			if c >= lo {
@@ -157,63 +243,6 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 			}
 		}
 	}
-
-	var groups dag.CSR
-	var chunkRaylet []int32
-	switch opts.Fusion {
-	case FuseColoring:
-		users := cg.Users()
-		chunkRaylet = assignChunks(cg, users, nf, opts.Slots)
-		groups = fuseColoring(cg, users, nf, chunkRaylet, opts.ColorInitial, opts.Broadcast)
-	case FuseChain:
-		groups = fuseChains(cg, soleUsers(cg), nf, opts.Fusion)
-	case FuseNone:
-		groups = fuseChains(cg, nil, nf, opts.Fusion)
-	default:
-		return nil, dag.Errorf(dag.KindInvalidArgument, "lower task %d: unknown fusion %v", task, opts.Fusion)
-	}
-	sg, err := buildSubtasks(cg, groups, export)
-	if err != nil {
-		return nil, err
-	}
-	// Every stage takes an ID, even one without subtasks (its needs were
-	// all computed earlier), so that stage k of a job always follows the
-	// k-th Feed: a head replaying the job pairs them up.
-	stage, base, err := alloc(sg.Len())
-	if err != nil {
-		return nil, fmt.Errorf("allocate ids for %d subtasks of task %d: %w", sg.Len(), task, err)
-	}
-	sg.Task, sg.Stage, sg.Base = task, stage, base
-	// Priorities and initial assignment write only the subtasks' Priority
-	// and Raylet; what follows reads only the graph's IDs, Owner and
-	// OutIndex. Each half is deterministic and they share nothing written,
-	// so they run side by side (on a second core when there is one) and
-	// the plan is the same as in sequence.
-	placed := make(chan struct{})
-	go func() {
-		defer close(placed)
-		prioritize(sg)
-		if opts.Fusion == FuseColoring {
-			for s := range sg.Subtasks {
-				if len(sg.Preds.Row(int32(s))) == 0 {
-					sg.Subtasks[s].Raylet = chunkRaylet[sg.ChunksOf(int32(s))[0]]
-				}
-			}
-		} else {
-			assignSubtasks(sg, opts.Slots)
-		}
-	}()
-	p, err := t.finishStage(sg, cg, fetch, keep, lo, hi, complete)
-	<-placed
-	if err != nil {
-		return nil, err
-	}
-	t.stages++
-	t.subtasks += int64(sg.Len())
-	if invariants && complete {
-		t.checkEstimate(opts.Fusion)
-	}
-	return p, nil
 }
 
 // finishStage makes the plan of stage sg (of chunks cg, lowered from chunks
@@ -250,15 +279,26 @@ func (t *Tiled) finishStage(sg *dag.SubtaskGraph, cg *dag.ChunkGraph, fetch []in
 	}
 	t.lowered = hi
 	objectOf := sg.ObjectOf
+	objectsOf := sg.ObjectsOf
 	if cg != t.Chunks {
 		objectOf = func(c int32) (dag.ObjectID, bool) {
 			id := t.objects[c]
 			return id, !id.IsZero()
 		}
+		objectsOf = func(cs []int32, out []dag.ObjectID) int {
+			for i, c := range cs {
+				id, ok := objectOf(c)
+				if !ok {
+					return i
+				}
+				out[i] = id
+			}
+			return len(cs)
+		}
 	}
 	if complete {
 		for _, o := range t.Graph.Outputs {
-			r, err := t.result(o, objectOf)
+			r, err := t.result(o, objectsOf)
 			if err != nil {
 				return nil, err
 			}
@@ -277,8 +317,12 @@ func (t *Tiled) finishStage(sg *dag.SubtaskGraph, cg *dag.ChunkGraph, fetch []in
 	return p, nil
 }
 
-// result describes output tileable o.
-func (t *Tiled) result(o int32, objectOf func(int32) (dag.ObjectID, bool)) (Result, error) {
+// result describes output tileable o of a job that is tiled in full:
+// objectsOf fills the objects of its chunks (as SubtaskGraph.ObjectsOf).
+// Its NSplits share the grid's rows, which nothing changes once every
+// node is tiled (Feed has nothing left to feed): ten million chunks'
+// splits are 80 MB a copy would allocate and write.
+func (t *Tiled) result(o int32, objectsOf func([]int32, []dag.ObjectID) int) (Result, error) {
 	g := t.Graph
 	grid := t.Grids[o]
 	r := Result{
@@ -288,7 +332,7 @@ func (t *Tiled) result(o int32, objectOf func(int32) (dag.ObjectID, bool)) (Resu
 		Objects: make([]dag.ObjectID, len(grid.Chunks)),
 	}
 	for d, s := range grid.NSplits {
-		r.NSplits[d] = append([]int64(nil), s...)
+		r.NSplits[d] = s[:len(s):len(s)]
 		if d < len(r.Meta.Shape) && r.Meta.Shape[d] == Unknown {
 			// The declared size was unknown; the grid may know it by now.
 			sum := int64(0)
@@ -302,12 +346,8 @@ func (t *Tiled) result(o int32, objectOf func(int32) (dag.ObjectID, bool)) (Resu
 			r.Meta.Shape[d] = sum
 		}
 	}
-	for i, c := range grid.Chunks {
-		id, ok := objectOf(c)
-		if !ok {
-			return r, dag.Errorf(dag.KindInternal, "result chunk %d of %s is not exported", c, g.Describe(o))
-		}
-		r.Objects[i] = id
+	if k := objectsOf(grid.Chunks, r.Objects); k < len(grid.Chunks) {
+		return r, dag.Errorf(dag.KindInternal, "result chunk %d of %s is not exported", grid.Chunks[k], g.Describe(o))
 	}
 	return r, nil
 }

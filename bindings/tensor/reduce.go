@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/phobos-project/phobos/dag"
 )
@@ -442,7 +443,7 @@ func (op reduceOp) Tile(tc *dag.TileContext) error {
 		for d := range nd {
 			total *= len(redSplits[d])
 		}
-		level = level[:0]
+		level = slices.Grow(level[:0], total) // a sum of 3.3 million chunks grew it 30 times over
 		err := forEachChunk(redSplits, func(rpos []int32, _ []int64) error {
 			lin := 0
 			for d := range nd {
@@ -464,7 +465,7 @@ func (op reduceOp) Tile(tc *dag.TileContext) error {
 		}
 		for len(level) > 1 {
 			root := len(level) <= a.Combine
-			next = next[:0]
+			next = slices.Grow(next[:0], (len(level)+a.Combine-1)/a.Combine)
 			for i := 0; i < len(level); i += a.Combine {
 				j := min(i+a.Combine, len(level))
 				if j-i == 1 { // a lone partial moves up a level as it is

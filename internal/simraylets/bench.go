@@ -65,6 +65,12 @@ type Result struct {
 	// until they next find no work.
 	HeapPerSubtask   float64 `json:"heap_bytes_per_subtask"`
 	HeapAfterRelease float64 `json:"heap_bytes_after_release"`
+	// HeapAfterFrees is the heap once the raylets have taken every free
+	// (each subtask of these jobs makes one object, so N of them): the
+	// in-memory network between head and raylets, which
+	// HeapAfterRelease counts, is drained by then. 0 when they had not
+	// within a minute.
+	HeapAfterFrees float64 `json:"heap_bytes_after_frees"`
 	// PeakRSS is the process's peak resident set (VmHWM) so far.
 	PeakRSS int64   `json:"peak_rss_bytes"`
 	PullP50 float64 `json:"pull_p50_us"`
@@ -129,6 +135,14 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
+	var freed runtime.MemStats
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	err = c.WaitFreed(wctx, int64(st.Subtasks))
+	wcancel()
+	if err == nil {
+		runtime.GC()
+		runtime.ReadMemStats(&freed)
+	}
 	n := float64(st.Subtasks)
 	r.N, r.Seconds, r.PerSec = int64(st.Subtasks), secs, n/secs
 	r.ProcessCPUPerSubtask = cpu / n
@@ -138,6 +152,9 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	r.HeadBytesPerSubtask = float64(stats.HeadBytes) / n
 	r.HeapPerSubtask = float64(int64(done.HeapAlloc)-int64(before.HeapAlloc)) / n
 	r.HeapAfterRelease = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	if freed.HeapAlloc > 0 {
+		r.HeapAfterFrees = float64(int64(freed.HeapAlloc)-int64(before.HeapAlloc)) / n
+	}
 	r.PeakRSS = peakRSS()
 	r.PullP50, r.PullP99 = float64(stats.PullP50)/1e3, float64(stats.PullP99)/1e3
 	r.Pulls = stats.Pulls

@@ -121,6 +121,12 @@ type Cluster struct {
 	lat      histogram
 	pulls    atomic.Int64
 	done     atomic.Int64
+	// freed counts the objects the head told raylets to free, and
+	// maxFree the most one FreeObjects message named; freedMore is
+	// signalled (without blocking) after each count.
+	freed     atomic.Int64
+	maxFree   atomic.Int64
+	freedMore chan struct{}
 
 	mu      sync.Mutex
 	clients []*phobos.Client
@@ -134,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, mem: transport.NewMemNetwork(), token: []byte(strings.Repeat("simraylets-token", 2))}
+	c := &Cluster{cfg: cfg, mem: transport.NewMemNetwork(), token: []byte(strings.Repeat("simraylets-token", 2)), freedMore: make(chan struct{}, 1)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.hbCtx, c.hbCancel = context.WithCancel(context.Background())
 	var peers []raftmeta.Server
@@ -206,7 +212,7 @@ func (c *Cluster) startRaylet(i int, registered chan<- struct{}) {
 	lc := leader.New(leader.Config{
 		Heads:     c.addrs,
 		Transport: c.transport(fmt.Sprintf("10.1.%d.%d", i/250, i%250+1), transport.RoleRaylet, false),
-		Handler:   ignore{},
+		Handler:   sink{c},
 		// A head that the benchmark keeps busy (or a machine shared with
 		// other work) may take seconds to answer the leader check; a
 		// raylet that gave up would reconnect and register again, and
@@ -267,6 +273,9 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 			c.lat.add(time.Since(start))
 		}
 		c.done.Add(int64(len(done)))
+		if len(rep.Free) > 0 {
+			c.countFreed(len(rep.Free))
+		}
 		done, sizes = done[:0], sizes[:0]
 		if len(rep.Subtasks) == 0 {
 			// Idle: let go of the buffers the last batch grew, so that
@@ -329,6 +338,10 @@ func (c *Cluster) Client(ctx context.Context, opts phobos.Options) (*phobos.Clie
 type Stats struct {
 	Pulls     int64 // pulls answered
 	Completed int64 // subtasks reported finished
+	// Freed is the objects the head told raylets to free (in FreeObjects
+	// messages and pull replies), and MaxFreeBatch the most one
+	// FreeObjects message named.
+	Freed, MaxFreeBatch int64
 	// HeadBytes is the bytes through every head's connections, both ways
 	// (Raft between heads included).
 	HeadBytes int64
@@ -342,6 +355,7 @@ type Stats struct {
 func (c *Cluster) Stats() Stats {
 	return Stats{
 		Pulls: c.pulls.Load(), Completed: c.done.Load(), HeadBytes: c.bytes.Load(),
+		Freed: c.freed.Load(), MaxFreeBatch: c.maxFree.Load(),
 		PullP50: c.lat.quantile(0.5), PullP99: c.lat.quantile(0.99),
 	}
 }
@@ -350,6 +364,8 @@ func (c *Cluster) Stats() Stats {
 func (c *Cluster) ResetStats() {
 	c.pulls.Store(0)
 	c.done.Store(0)
+	c.freed.Store(0)
+	c.maxFree.Store(0)
 	c.bytes.Store(0)
 	c.lat.reset()
 }
@@ -397,16 +413,52 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// ignore is a simulated raylet's handler for what the head sends: frees,
-// cancels and lost peers need nothing of a raylet that holds nothing and
-// runs nothing.
-type ignore struct{}
+// sink is a simulated raylet's handler for what the head sends: cancels
+// and lost peers need nothing of a raylet that holds nothing and runs
+// nothing; frees are only counted.
+type sink struct{ c *Cluster }
 
-func (ignore) HandleCall(context.Context, *transport.Session, transport.Method, transport.Body) (any, error) {
+func (sink) HandleCall(context.Context, *transport.Session, transport.Method, transport.Body) (any, error) {
 	return nil, errors.New("simulated raylet: no calls")
 }
-func (ignore) HandleMessage(*transport.Session, transport.Method, transport.Body) {}
-func (ignore) HandleStream(_ *transport.Session, st net.Conn)                     { st.Close() }
+
+func (k sink) HandleMessage(_ *transport.Session, m transport.Method, b transport.Body) {
+	if m != wire.MethodFreeObjects {
+		return
+	}
+	var msg wire.FreeObjects
+	if b.Decode(&msg) != nil {
+		return
+	}
+	n := int64(len(msg.IDs))
+	for cur := k.c.maxFree.Load(); n > cur && !k.c.maxFree.CompareAndSwap(cur, n); cur = k.c.maxFree.Load() {
+	}
+	k.c.countFreed(len(msg.IDs))
+}
+
+// countFreed counts n objects the head told a raylet to free.
+func (c *Cluster) countFreed(n int) {
+	c.freed.Add(int64(n))
+	select {
+	case c.freedMore <- struct{}{}:
+	default:
+	}
+}
+
+func (sink) HandleStream(_ *transport.Session, st net.Conn) { st.Close() }
+
+// WaitFreed waits until the raylets were told to free n objects since the
+// last ResetStats, or ctx ends.
+func (c *Cluster) WaitFreed(ctx context.Context, n int64) error {
+	for c.freed.Load() < n {
+		select {
+		case <-c.freedMore:
+		case <-ctx.Done():
+			return fmt.Errorf("simraylets: raylets were told to free %d of %d objects: %w", c.freed.Load(), n, ctx.Err())
+		}
+	}
+	return nil
+}
 
 // histogram counts durations in buckets of 1/8 of a power of two of
 // nanoseconds.

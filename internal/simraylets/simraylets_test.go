@@ -35,6 +35,11 @@ func TestJobsRunOnSimulatedRaylets(t *testing.T) {
 		if r.N < 3000 || r.PerSec <= 0 || r.HeadBytesPerSubtask <= 0 || r.Pulls == 0 || r.PullP99 < r.PullP50 || r.PullP50 <= 0 {
 			t.Fatalf("%s: implausible result %+v", job, r)
 		}
+		// Each subtask of these jobs makes one object, freed by the end
+		// of Run (which waits for it to measure the heap after the frees).
+		if got := c.Stats().Freed; got != r.N {
+			t.Fatalf("%s: raylets were told to free %d objects, want %d", job, got, r.N)
+		}
 		// The last pulls carry the last completions after the job ended;
 		// every subtask is eventually reported.
 		deadline := time.Now().Add(10 * time.Second)
@@ -44,6 +49,39 @@ func TestJobsRunOnSimulatedRaylets(t *testing.T) {
 		if got := c.Stats().Completed; got < r.N {
 			t.Fatalf("%s: raylets reported %d of %d subtasks", job, got, r.N)
 		}
+	}
+}
+
+// TestReleaseFreesInBatches: releasing a job of 3 × 8Ki + 5 results on 2
+// raylets tells them to free every result, in FreeObjects messages of at
+// most 8Ki IDs (one message a raylet was 16 bytes an ID, over a raylet's
+// max frame from a million IDs on).
+func TestReleaseFreesInBatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Config{Raylets: 2, Slots: 4, Credits: 1024, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cl, err := c.Client(ctx, phobosOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3*8192 + 5
+	g, err := Job("independent", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(ctx, cl, "independent", g, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitFreed(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	if st.Freed != n || st.MaxFreeBatch > 8192 || st.MaxFreeBatch == 0 {
+		t.Fatalf("raylets were told to free %d objects (want %d), at most %d in one message (want 1 to 8192)", st.Freed, n, st.MaxFreeBatch)
 	}
 }
 

@@ -193,8 +193,14 @@ func (s *Server) carryOut(fx *sched.Effects) {
 	}
 	var out []outMsg
 	for _, r := range fx.Told {
-		if ids := fx.Free[r]; len(ids) > 0 {
-			out = s.appendMsg(out, r, wire.MethodFreeObjects, wire.FreeObjects{IDs: append([]dag.ObjectID(nil), ids...)})
+		// Bounded batches, each its own copy: the frees of a big job's
+		// release (ten million IDs, 160 MB) go as the raylet's session
+		// takes them, each batch let go once sent, and no message
+		// outgrows a raylet's max frame (one list of a million IDs did).
+		for ids := fx.Free[r]; len(ids) > 0; {
+			k := min(len(ids), maxFreeBatch)
+			out = s.appendMsg(out, r, wire.MethodFreeObjects, wire.FreeObjects{IDs: append([]dag.ObjectID(nil), ids[:k]...)})
+			ids = ids[k:]
 		}
 	}
 	for _, r := range fx.Told {
@@ -205,9 +211,26 @@ func (s *Server) carryOut(fx *sched.Effects) {
 	for _, p := range fx.PeerLost {
 		out = s.appendMsg(out, p.To, wire.MethodPeerLost, wire.PeerLost{ID: p.ID, Addr: p.Addr})
 	}
+	// A job's release is recorded in Raft, and its caller answered, once
+	// the frees it made were handed to the raylets' sessions: a driver
+	// that releases job after job waits for each one's frees instead of
+	// piling them up in this head, and once Release returns the head
+	// holds nothing of the job.
+	var after []sched.Commit
+	commits := fx.Commits
+	if len(out) > 0 && slices.ContainsFunc(commits, isRelease) {
+		commits = nil
+		for _, c := range fx.Commits {
+			if isRelease(c) {
+				after = append(after, c)
+			} else {
+				commits = append(commits, c)
+			}
+		}
+	}
 	if len(out) > 0 {
 		s.wg.Add(1)
-		go s.send(out)
+		go s.send(l, out, after)
 	}
 	for _, sess := range fx.Disconnect {
 		go sess.(*transport.Session).Close()
@@ -215,7 +238,7 @@ func (s *Server) carryOut(fx *sched.Effects) {
 	for _, sess := range fx.Watch {
 		s.watch(sess.(*transport.Session))
 	}
-	for _, c := range fx.Commits {
+	for _, c := range commits {
 		s.wg.Add(1)
 		go s.commit(l, c)
 	}
@@ -264,14 +287,31 @@ func (s *Server) appendMsg(out []outMsg, r sched.Raylet, m transport.Method, msg
 	return append(out, outMsg{sess, m, msg})
 }
 
+func isRelease(c sched.Commit) bool {
+	_, ok := c.Cmd.(sched.ReleaseJobCmd)
+	return ok
+}
+
+// maxFreeBatch bounds the object IDs of one FreeObjects message (16 bytes
+// each: 128 KiB, far below any raylet's max frame).
+const maxFreeBatch = 8192
+
 // send hands messages to raylets' sessions, off the loop (a slow raylet
-// must not hold everyone up).
-func (s *Server) send(out []outMsg) {
+// must not hold everyone up), letting go of each once sent, then starts
+// the commits that waited for them. A session that does not take a
+// message fails it within its write timeout, so they wait that long at
+// most.
+func (s *Server) send(l *leadership, out []outMsg, then []sched.Commit) {
 	defer s.wg.Done()
-	for _, o := range out {
+	for i, o := range out {
 		if err := o.sess.Send(o.m, o.msg); err != nil {
 			s.log.Debug("send to raylet", "raylet", o.sess.RemoteID(), "method", wire.Name(o.m), "err", err)
 		}
+		out[i] = outMsg{}
+	}
+	for _, c := range then {
+		s.wg.Add(1)
+		go s.commit(l, c)
 	}
 }
 

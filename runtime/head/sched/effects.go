@@ -21,7 +21,8 @@ type Effects struct {
 	// specs share the Leader's buffers.
 	Pulls []PullReply
 	// Free lists, by Raylet, objects that raylet is to delete; Interrupt,
-	// subtasks it is to interrupt. Send each raylet one message of each.
+	// subtasks it is to interrupt. Send each raylet its lists (a long
+	// list may go as several messages).
 	// Told lists the raylets that have either (others have none): read
 	// those, not all raylets.
 	Free      [][]dag.ObjectID
