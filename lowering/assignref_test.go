@@ -135,7 +135,7 @@ func sameButDealt(g walkGraph, got, want []int32, raylets int) string {
 	}
 	count := make([]int, raylets+1) // by raylet+1: -1 is unassigned
 	for i := range got {
-		if !isolated(g, int32(i)) {
+		if !g.isolated(int32(i)) {
 			if got[i] != want[i] {
 				return fmt.Sprintf("connected node %d on raylet %d, want %d", i, got[i], want[i])
 			}
@@ -157,7 +157,8 @@ func sameButDealt(g walkGraph, got, want []int32, raylets int) string {
 // share.
 func TestDealGivesRuns(t *testing.T) {
 	const n = 100
-	g := walkGraph{n: n, preds: func(int32) []int32 { return nil }, succs: func(int32) []int32 { return nil }}
+	none := csrOf(make([][]int32, n))
+	g := walkGraph{n: n, pred: none, succ: none}
 	initial := make([]int32, n)
 	for i := range initial {
 		initial[i] = int32(i)
