@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/phobos-project/phobos/dag"
 	"log/slog"
 	"math/bits"
 	"net"
@@ -247,7 +248,7 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 	defer c.wg.Done()
 	pull := wire.Pull{Credits: c.cfg.Credits, Wait: 2 * time.Second, FreesInReply: true}
 	var (
-		rep   wire.PullReply
+		rep   simReply
 		done  []wire.Completion
 		sizes []int64
 		retry backoff.Backoff
@@ -255,7 +256,7 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 	for c.ctx.Err() == nil {
 		pull.Done = done
 		start := time.Now()
-		rep.Reset()
+		rep.reset()
 		if err := lc.Call(c.ctx, wire.MethodPull, pull, &rep); err != nil {
 			if c.ctx.Err() != nil {
 				return
@@ -281,7 +282,7 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 			// Idle: let go of the buffers the last batch grew, so that
 			// the process heap after a job is the head's, not a
 			// thousand raylets' decoded pull replies.
-			rep, done, sizes = wire.PullReply{}, nil, nil
+			rep, done, sizes = simReply{}, nil, nil
 		}
 		for k := range rep.Subtasks {
 			sp := &rep.Subtasks[k]
@@ -292,6 +293,36 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 			done = append(done, wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: sizes[s0:len(sizes):len(sizes)]})
 		}
 	}
+}
+
+// simReply is the part of a wire.PullReply a simulated raylet reads: the
+// subtasks' IDs, attempts, output counts and sizes, and the frees. The
+// whole reply would be cheaper to decode now (wire's own decoder), but a
+// thousand simulated raylets would each keep a whole decoded reply's
+// memory in this process, and the heap figures are meant to be the
+// head's; the head's encoding and the bytes on the wire are the same
+// either way.
+type simReply struct {
+	Subtasks []simSpec      `cbor:"1,keyasint,omitempty"`
+	Free     []dag.ObjectID `cbor:"2,keyasint,omitempty"`
+}
+
+type simSpec struct {
+	ID          dag.SubtaskID `cbor:"1,keyasint"`
+	Attempt     int           `cbor:"2,keyasint,omitempty"`
+	Outputs     []int32       `cbor:"4,keyasint"`
+	OutputBytes int64         `cbor:"6,keyasint,omitempty"`
+}
+
+// reset empties r for the next decode, keeping its memory: the decoder
+// reuses the elements and sets only the fields present.
+func (r *simReply) reset() {
+	specs := r.Subtasks[:cap(r.Subtasks)]
+	for i := range specs {
+		specs[i] = simSpec{Outputs: specs[i].Outputs[:0]}
+	}
+	r.Subtasks = r.Subtasks[:0]
+	r.Free = r.Free[:0]
 }
 
 // heartbeat beats for one raylet each HeartbeatInterval. Each raylet has
