@@ -53,9 +53,9 @@ type Raylet struct {
 	wg      sync.WaitGroup // the puller, reporter, heartbeats, accepts
 	working sync.WaitGroup // workers, abandoned ones included
 	kernels atomic.Int64   // kernels running now, abandoned ones included
-	// soon says a subtask waits here for an input a running one makes
-	// (set after every step): an idle worker looks for its next order a
-	// while before it sleeps (see look).
+	// soon says the running subtasks will release more waiting ones than
+	// they have workers (set after every step): an idle worker looks for
+	// its next order a while before it sleeps (see look).
 	soon atomic.Bool
 
 	stopOnce sync.Once

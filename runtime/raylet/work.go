@@ -110,7 +110,7 @@ func (r *Raylet) step(ev *event) {
 		effs = r.m.Tick(ev.at)
 	}
 	r.apply(effs)
-	r.soon.Store(r.m.Waiting() > 0 && r.m.Running() > 0)
+	r.soon.Store(r.m.Imminent() > r.m.Running())
 }
 
 // pulled queues a pull reply's subtasks. r.mu is held.
@@ -191,11 +191,12 @@ func (r *Raylet) startWorker(k core.Slot) *worker {
 	return w
 }
 
-// look waits for w's next order by looking, up to cfg.SpinWait, while a
-// subtask here waits for an input being made here (soon): the order is
-// likely to come within microseconds, and a sleeping worker takes tens to
-// wake. It yields to every other goroutine between looks. got is false
-// when no order came; ok is false when w retired.
+// look waits for w's next order by looking, up to cfg.SpinWait, while
+// the running subtasks are about to release more waiting ones than they
+// have workers (soon; core.Machine.Imminent): an idle worker's order is
+// then likely to come within microseconds, and a sleeping worker takes
+// tens to wake. It yields to every other goroutine between looks. got is
+// false when no order came; ok is false when w retired.
 func (r *Raylet) look(w *worker) (o order, ok, got bool) {
 	if r.cfg.SpinWait <= 0 || !r.soon.Load() {
 		return o, true, false

@@ -263,6 +263,26 @@ func (m *Machine[T, C]) Queued() int { return m.queue.len() }
 // they read (Subtask.After).
 func (m *Machine[T, C]) Waiting() int { return m.waiting.live }
 
+// Imminent estimates how many waiting subtasks the running ones will
+// release as they end: the readers waiting on each running subtask,
+// summed (a reader of two running subtasks counts twice). It costs a map
+// lookup per slot. When it exceeds Running, some worker now idle will have
+// work the moment a running subtask ends, as in a stencil step whose
+// tasks all read all of the previous step's; when it does not, each ends
+// onto its own worker, as in a chain.
+func (m *Machine[T, C]) Imminent() int {
+	if m.waiting.live == 0 {
+		return 0
+	}
+	n := 0
+	for k := range m.slots {
+		if s := &m.slots[k]; s.run != 0 {
+			n += int(m.waiting.readers[s.task.ID])
+		}
+	}
+	return n
+}
+
 // Reserved is the store space the running and abandoned kernels need.
 func (m *Machine[T, C]) Reserved() int64 { return m.reserved }
 

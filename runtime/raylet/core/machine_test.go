@@ -510,3 +510,37 @@ func TestSubtaskRunningIsNotStartedAgain(t *testing.T) {
 
 // intFailed takes a negative int completion for a failure.
 func intFailed(c int) bool { return c < 0 }
+
+// TestImminent checks the estimate the raylet's idle workers look by: a
+// stencil step (every next task reads both running ones) releases more
+// than its workers; a chain releases one per worker.
+func TestImminent(t *testing.T) {
+	m, err := New(Config{Slots: 2, Prefetch: 2, CancelGrace: time.Second, Room: 1 << 30},
+		func(Subtask[int], Reason) int { return -1 }, intFailed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Room(1<<30, t0)
+	id := func(i uint64) dag.SubtaskID { return dag.PackSubtaskID(1, 1, i) }
+	both := []dag.SubtaskID{id(1), id(2)}
+	effs := m.Pulled([]Subtask[int]{{ID: id(1)}, {ID: id(2)}, {ID: id(3), After: both}, {ID: id(4), After: both}}, false, t0)
+	if got := m.Imminent(); got != 4 || got <= m.Running() {
+		t.Fatalf("stencil step: imminent %d with %d running, want 4 (two readers of each)", got, m.Running())
+	}
+	for _, e := range effs {
+		if e.Kind == Start && e.Task.ID == id(1) {
+			m.Finished(e.Slot, e.Run, 0, time.Millisecond, t0)
+		}
+	}
+	if got := m.Imminent(); got != 2 || got <= m.Running() {
+		t.Fatalf("stencil step, one task ended: imminent %d with %d running, want 2 > 1", got, m.Running())
+	}
+
+	c, _ := New(Config{Slots: 2, Prefetch: 2, CancelGrace: time.Second, Room: 1 << 30},
+		func(Subtask[int], Reason) int { return -1 }, intFailed)
+	c.Room(1<<30, t0)
+	c.Pulled([]Subtask[int]{{ID: id(1)}, {ID: id(2), After: []dag.SubtaskID{id(1)}}, {ID: id(3), After: []dag.SubtaskID{id(2)}}}, false, t0)
+	if got := c.Imminent(); got != 1 || got > c.Running() {
+		t.Fatalf("chain: imminent %d with %d running, want 1, not more than running", got, c.Running())
+	}
+}
