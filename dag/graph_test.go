@@ -303,7 +303,7 @@ func TestGroupSubtasksMatchesLink(t *testing.T) {
 }
 
 // TestInvertMatchesInvertCSR holds CSR.Invert, which fills its rows through
-// its own offsets, to InvertCSR on random tables of n rows over n nodes
+// its own offsets, to invertCSR on random tables of n rows over n nodes
 // (empty rows, repeated entries, nodes nothing points at, none at all).
 func TestInvertMatchesInvertCSR(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -317,9 +317,34 @@ func TestInvertMatchesInvertCSR(t *testing.T) {
 			}
 			c.Off = append(c.Off, int32(len(c.Dst)))
 		}
-		got, want := c.Invert(n), InvertCSR(n, func(i int) []int32 { return c.Row(int32(i)) })
+		got, want := c.Invert(n), invertCSR(n, func(i int) []int32 { return c.Row(int32(i)) })
 		if !slices.Equal(got.Off, want.Off) || !slices.Equal(got.Dst, want.Dst) {
 			t.Fatalf("trial %d: %v inverted to %v, want %v", trial, c, got, want)
 		}
 	}
+}
+
+// invertCSR, the reference TestInvertMatchesInvertCSR holds CSR.Invert to,
+// builds, for n nodes whose edges point at row(i), the reverse
+// table: for each node, the nodes whose rows contain it, in ascending order.
+func invertCSR(n int, row func(i int) []int32) CSR {
+	off := make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		for _, d := range row(i) {
+			off[d+1]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		off[i+1] += off[i]
+	}
+	dst := make([]int32, off[n])
+	fill := make([]int32, n)
+	copy(fill, off[:n])
+	for i := 0; i < n; i++ {
+		for _, d := range row(i) {
+			dst[fill[d]] = int32(i)
+			fill[d]++
+		}
+	}
+	return CSR{Off: off, Dst: dst}
 }
