@@ -286,10 +286,50 @@ func (d *reader) array(what string) (int, bool, error) {
 	return d.count(majArray, codec.MaxArrayElements, what)
 }
 
-// fields reads a map's head; each key it then gives with key.
-func (d *reader) fields(what string) (int, error) {
+// fields reads a map, giving field the value of each key that is an
+// unsigned integer (met once: a duplicate is an error); it skips the
+// others, key and value. field skips what it does not know (d.skip).
+func (d *reader) fields(what string, field func(k uint64) error) error {
 	n, _, err := d.count(majMap, codec.MaxMapPairs, what)
-	return n, err
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		k, ok, err := d.key(&seen)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			err = d.skip(0)
+		default:
+			err = field(k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// list reads an array (null: nil) into dst's memory, each item by one,
+// refusing before it grows dst a count of items smaller on average than
+// min bytes.
+func list[T any](d *reader, dst []T, min int, what string, one func(*T) error) ([]T, error) {
+	n, some, err := d.array(what)
+	if err != nil || !some {
+		return nil, err
+	}
+	if rest := len(d.data) - d.pos; min > 1 && n > 0 && rest/n < min {
+		return dst, d.errorf("%s: %d items in %d bytes; a real one takes at least %d", what, n, rest, min)
+	}
+	dst = grow(dst, n)
+	for i := range dst {
+		if err := one(&dst[i]); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
 }
 
 // key reads a map key: an unsigned integer k, or ok false for any other
@@ -460,19 +500,22 @@ func (d *reader) text(what string) (string, error) {
 const maxInterned = 16
 
 func (d *reader) int32s(dst []int32, what string) ([]int32, error) {
-	n, ok, err := d.array(what)
-	if err != nil || !ok {
-		return nil, err
-	}
-	dst = grow(dst, n)
-	for i := range dst {
-		v, err := d.int(32, what)
-		if err != nil {
-			return dst, err
-		}
-		dst[i] = int32(v)
-	}
-	return dst, nil
+	return list(d, dst, 0, what, func(v *int32) error {
+		x, err := d.int(32, what)
+		*v = int32(x)
+		return err
+	})
+}
+
+func (d *reader) int64s(dst []int64, what string) ([]int64, error) {
+	return list(d, dst, 0, what, func(v *int64) (err error) {
+		*v, err = d.int(64, what)
+		return err
+	})
+}
+
+func (d *reader) objectIDs(dst []dag.ObjectID, what string) ([]dag.ObjectID, error) {
+	return list(d, dst, 0, what, func(v *dag.ObjectID) error { return d.id(v[:], what) })
 }
 
 // grow returns s with length n, reusing its memory when it can.
@@ -488,154 +531,57 @@ func grow[T any](s []T, n int) []T {
 // they are.
 func (r *PullReply) DecodeCBOR(data []byte) error {
 	d := reader{data: data, intern: &r.intern}
-	if err := r.decode(&d); err != nil {
-		return err
-	}
-	if d.pos != len(data) {
-		return d.errorf("%d bytes after the reply", len(data)-d.pos)
-	}
-	return nil
+	return d.end(r.decode(&d), "reply")
 }
 
 func (r *PullReply) decode(d *reader) error {
-	n, err := d.fields("pull reply")
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, ok, err := d.key(&seen)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !ok:
-			err = d.skip(0)
-		case k == 1:
-			var m int
-			var some bool
-			if m, some, err = d.array("pull reply: subtasks"); err == nil {
-				if !some {
-					r.Subtasks = nil
-					break
-				}
-				r.Subtasks = grow(r.Subtasks, m)
-				for i := range r.Subtasks {
-					if err = r.Subtasks[i].decode(d); err != nil {
-						break
-					}
-				}
-			}
-		case k == 2:
-			var m int
-			var some bool
-			if m, some, err = d.array("pull reply: frees"); err == nil {
-				if !some {
-					r.Free = nil
-					break
-				}
-				r.Free = grow(r.Free, m)
-				for i := range r.Free {
-					if err = d.id(r.Free[i][:], "pull reply: free"); err != nil {
-						break
-					}
-				}
-			}
-		case k == 3:
+	return d.fields("pull reply", func(k uint64) (err error) {
+		switch k {
+		case 1:
+			r.Subtasks, err = list(d, r.Subtasks, 0, "pull reply: subtasks", func(s *SubtaskSpec) error { return s.decode(d) })
+		case 2:
+			r.Free, err = d.objectIDs(r.Free, "pull reply: frees")
+		case 3:
 			r.More, err = d.bool("pull reply: more")
 		default:
 			err = d.skip(0)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (s *SubtaskSpec) decode(d *reader) error {
-	n, err := d.fields("subtask")
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, ok, err := d.key(&seen)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !ok:
-			err = d.skip(0)
-		case k == 1:
+	return d.fields("subtask", func(k uint64) (err error) {
+		switch k {
+		case 1:
 			err = d.id(s.ID[:], "subtask: id")
-		case k == 2:
+		case 2:
 			var v int64
 			v, err = d.int(64, "subtask: attempt")
 			s.Attempt = int(v)
-		case k == 3:
-			var m int
-			var some bool
-			if m, some, err = d.array("subtask: ops"); err == nil {
-				if !some {
-					s.Ops = nil
-					break
-				}
-				s.Ops = grow(s.Ops, m)
-				for j := range s.Ops {
-					if err = s.Ops[j].decode(d); err != nil {
-						break
-					}
-				}
-			}
-		case k == 4:
+		case 3:
+			s.Ops, err = list(d, s.Ops, 0, "subtask: ops", func(o *OpSpec) error { return o.decode(d) })
+		case 4:
 			s.Outputs, err = d.int32s(s.Outputs, "subtask: outputs")
-		case k == 5:
-			var m int
-			var some bool
-			if m, some, err = d.array("subtask: inputs"); err == nil {
-				if !some {
-					s.Inputs = nil
-					break
-				}
-				s.Inputs = grow(s.Inputs, m)
-				for j := range s.Inputs {
-					if err = s.Inputs[j].decode(d); err != nil {
-						break
-					}
-				}
-			}
-		case k == 6:
+		case 5:
+			s.Inputs, err = list(d, s.Inputs, 0, "subtask: inputs", func(in *InputSpec) error { return in.decode(d) })
+		case 6:
 			s.OutputBytes, err = d.int(64, "subtask: output bytes")
 		default:
 			err = d.skip(0)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (o *OpSpec) decode(d *reader) error {
-	n, err := d.fields("op")
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, ok, err := d.key(&seen)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !ok:
-			err = d.skip(0)
-		case k == 1:
+	return d.fields("op", func(k uint64) (err error) {
+		switch k {
+		case 1:
 			var v uint64
 			v, err = d.uint(math.MaxUint32, "op: id")
 			o.Op = dag.OpID(v)
-		case k == 2:
+		case 2:
 			var b []byte
 			if b, err = d.bytes("op: args"); err == nil {
 				if b == nil {
@@ -644,86 +590,46 @@ func (o *OpSpec) decode(d *reader) error {
 					o.Args = append(o.Args[:0], b...)
 				}
 			}
-		case k == 3:
+		case 3:
 			o.Inputs, err = d.int32s(o.Inputs, "op: inputs")
-		case k == 4:
+		case 4:
 			o.Index, err = d.int32s(o.Index, "op: index")
-		case k == 5:
-			var m int
-			var some bool
-			if m, some, err = d.array("op: shape"); err == nil {
-				if !some {
-					o.Shape = nil
-					break
-				}
-				o.Shape = grow(o.Shape, m)
-				for j := range o.Shape {
-					if o.Shape[j], err = d.int(64, "op: shape"); err != nil {
-						break
-					}
-				}
-			}
-		case k == 6:
+		case 5:
+			o.Shape, err = d.int64s(o.Shape, "op: shape")
+		case 6:
 			var v uint64
 			v, err = d.uint(math.MaxUint8, "op: dtype")
 			o.DType = dag.DType(v)
 		default:
 			err = d.skip(0)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (in *InputSpec) decode(d *reader) error {
-	n, err := d.fields("input")
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, ok, err := d.key(&seen)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !ok:
-			err = d.skip(0)
-		case k == 1:
+	return d.fields("input", func(k uint64) (err error) {
+		switch k {
+		case 1:
 			err = d.id(in.Object[:], "input: object")
-		case k == 2:
+		case 2:
 			in.Size, err = d.int(64, "input: size")
-		case k == 3:
-			var m int
-			var some bool
-			if m, some, err = d.array("input: locations"); err == nil {
-				if !some {
-					in.Locations = nil
-					break
-				}
-				in.Locations = grow(in.Locations, m)
-				for j := range in.Locations {
-					if in.Locations[j], err = d.text("input: location"); err != nil {
-						break
-					}
-				}
-			}
-		case k == 4:
+		case 3:
+			in.Locations, err = list(d, in.Locations, 0, "input: locations", func(l *string) (err error) {
+				*l, err = d.text("input: location")
+				return err
+			})
+		case 4:
 			var v int64
 			v, err = d.int(32, "input: part")
 			in.Part = int32(v)
-		case k == 5:
+		case 5:
 			in.Pending, err = d.bool("input: pending")
 		default:
 			err = d.skip(0)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 // Completions ride from raylets to the head in Pull and Complete, one per
@@ -823,169 +729,95 @@ func (c *Completion) appendCBOR(dst []byte) []byte {
 // one can be before it takes memory for them (see checkItems).
 func (p *Pull) DecodeCBOR(data []byte) error {
 	d := reader{data: data}
-	n, err := d.fields("pull")
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, ok, err := d.key(&seen)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !ok:
-			err = d.skip(0)
-		case k == 1:
+	err := d.fields("pull", func(k uint64) (err error) {
+		switch k {
+		case 1:
 			var v int64
 			v, err = d.int(64, "pull: credits")
 			p.Credits = int(v)
-		case k == 2:
+		case 2:
 			var v int64
 			v, err = d.int(64, "pull: wait")
 			p.Wait = time.Duration(v)
-		case k == 3:
+		case 3:
 			p.Done, err = d.completions(p.Done, "pull: completions")
-		case k == 4:
+		case 4:
 			p.FreesInReply, err = d.bool("pull: frees in reply")
 		default:
 			err = d.skip(0)
 		}
-		if err != nil {
-			return dag.Errorf(dag.KindInvalidArgument, "%w", err)
-		}
-	}
-	if d.pos != len(data) {
-		return dag.Errorf(dag.KindInvalidArgument, "%w", d.errorf("%d bytes after the pull", len(data)-d.pos))
-	}
-	return nil
+		return err
+	})
+	return d.end(err, "pull")
 }
 
 // DecodeCBOR decodes data into c, as codec.Unmarshal would (see Pull's).
 func (c *Complete) DecodeCBOR(data []byte) error {
 	d := reader{data: data}
-	n, err := d.fields("complete")
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, ok, err := d.key(&seen)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !ok:
-			err = d.skip(0)
-		case k == 1:
+	err := d.fields("complete", func(k uint64) (err error) {
+		if k == 1 {
 			c.Done, err = d.completions(c.Done, "complete: completions")
-		default:
+		} else {
 			err = d.skip(0)
 		}
-		if err != nil {
-			return dag.Errorf(dag.KindInvalidArgument, "%w", err)
-		}
+		return err
+	})
+	return d.end(err, "completions")
+}
+
+// end finishes a decode that ended with err: the message must be all of
+// the data. Errors are invalid argument (malformed input).
+func (d *reader) end(err error, what string) error {
+	if err == nil && d.pos != len(d.data) {
+		err = d.errorf("%d bytes after the %s", len(d.data)-d.pos, what)
 	}
-	if d.pos != len(data) {
-		return dag.Errorf(dag.KindInvalidArgument, "%w", d.errorf("%d bytes after the completions", len(data)-d.pos))
+	if err != nil {
+		return dag.Errorf(dag.KindInvalidArgument, "%w", err)
 	}
 	return nil
 }
 
 // completions reads an array of completions into dst's memory.
 func (d *reader) completions(dst []Completion, what string) ([]Completion, error) {
-	n, some, err := d.array(what)
-	if err != nil || !some {
-		return nil, err
-	}
-	if rest := len(d.data) - d.pos; n > 0 && rest/n < minCompletionBytes {
-		return dst, d.errorf("%s: %d items in %d bytes; a real one takes at least %d", what, n, rest, minCompletionBytes)
-	}
-	dst = grow(dst, n)
-	for i := range dst {
-		if err := dst[i].decode(d); err != nil {
-			return dst, err
-		}
-	}
-	return dst, nil
+	return list(d, dst, minCompletionBytes, what, func(c *Completion) error { return c.decode(d) })
 }
 
 func (c *Completion) decode(d *reader) error {
-	n, err := d.fields("completion")
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, ok, err := d.key(&seen)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !ok:
-			err = d.skip(0)
-		case k == 1:
+	return d.fields("completion", func(k uint64) (err error) {
+		switch k {
+		case 1:
 			err = d.id(c.ID[:], "completion: id")
-		case k == 2:
+		case 2:
 			var v int64
 			v, err = d.int(64, "completion: attempt")
 			c.Attempt = int(v)
-		case k == 3:
-			var m int
-			var some bool
-			if m, some, err = d.array("completion: sizes"); err == nil {
-				if !some {
-					c.Sizes = nil
-					break
-				}
-				c.Sizes = grow(c.Sizes, m)
-				for j := range c.Sizes {
-					if c.Sizes[j], err = d.int(64, "completion: size"); err != nil {
-						break
-					}
-				}
-			}
-		case k == 4:
+		case 3:
+			c.Sizes, err = d.int64s(c.Sizes, "completion: sizes")
+		case 4:
 			var v uint64
 			v, err = d.uint(math.MaxUint16, "completion: kind")
 			c.Kind = dag.Kind(v)
-		case k == 5:
+		case 5:
 			c.Error, err = d.text("completion: error")
-		case k == 6:
-			var m int
-			var some bool
-			if m, some, err = d.array("completion: fetched"); err == nil {
-				if !some {
-					c.Fetched = nil
-					break
-				}
-				c.Fetched = grow(c.Fetched, m)
-				for j := range c.Fetched {
-					if err = d.id(c.Fetched[j][:], "completion: fetched"); err != nil {
-						break
-					}
-				}
-			}
-		case k == 7:
+		case 6:
+			c.Fetched, err = d.objectIDs(c.Fetched, "completion: fetched")
+		case 7:
 			var v int64
 			v, err = d.int(16, "completion: slot")
 			c.Slot = int16(v)
-		case k == 8:
+		case 8:
 			c.Started, err = d.int(64, "completion: started")
-		case k == 9:
+		case 9:
 			var v uint64
 			v, err = d.uint(math.MaxUint32, "completion: took")
 			c.TookUS = uint32(v)
-		case k == 10:
+		case 10:
 			var v uint64
 			v, err = d.uint(math.MaxUint32, "completion: fetch")
 			c.FetchUS = uint32(v)
 		default:
 			err = d.skip(0)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
