@@ -53,6 +53,7 @@ func newBenchCmd() *cobra.Command {
 	simRaylets := fs.Int("sim-raylets", 0, "measure the head alone: run it against this many simulated raylets in this process (jobs independent and seed, 1M subtasks × --scale)")
 	simSlots := fs.Int("sim-slots", 16, "slots of each simulated raylet")
 	heads := fs.Int("heads", 1, "heads of the --sim-raylets cluster (Raft on disk)")
+	simWarmup := fs.Int("sim-warmup", 1, "runs of each --sim-raylets job before the measured one, as a head in service has run jobs before (0: measure a fresh process's first job; the warm-up's rate is reported as cold_per_sec)")
 	var simJobBudget int64
 	fs.Var(byteSize{&simJobBudget}, "sim-job-budget", "the --sim-raylets heads' per-job memory budget, e.g. 12GiB (default: the head's, a quarter of the machine's memory)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -103,10 +104,10 @@ func newBenchCmd() *cobra.Command {
 			if clf.remote() {
 				return usagef("--sim-raylets runs its own heads; it does not take --connect")
 			}
-			if *simSlots < 1 || (*heads != 1 && *heads != 3 && *heads != 5) {
-				return usagef("--sim-slots must be at least 1 and --heads 1, 3 or 5")
+			if *simSlots < 1 || (*heads != 1 && *heads != 3 && *heads != 5) || *simWarmup < 0 {
+				return usagef("--sim-slots must be at least 1, --heads 1, 3 or 5 and --sim-warmup at least 0")
 			}
-			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), json: *asJSON, log: log, profile: simProfile}
+			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), warmup: *simWarmup, json: *asJSON, log: log, profile: simProfile}
 			for _, j := range []string{"independent", "seed"} {
 				if run(j) {
 					b.jobs = append(b.jobs, j)

@@ -76,6 +76,14 @@ type Result struct {
 	PullP50 float64 `json:"pull_p50_us"`
 	PullP99 float64 `json:"pull_p99_us"`
 	Pulls   int64   `json:"pulls"`
+	// WarmupRuns is how many times the job ran before this run on the
+	// same heads and raylets (phobos bench --sim-warmup); the Cold
+	// fields are the first of those runs, the job as a fresh process
+	// meets it (0 without a warm-up).
+	WarmupRuns            int     `json:"warmup_runs"`
+	ColdSeconds           float64 `json:"cold_seconds,omitempty"`
+	ColdPerSec            float64 `json:"cold_per_sec,omitempty"`
+	ColdHeadCPUPerSubtask float64 `json:"cold_head_cpu_s_per_subtask,omitempty"`
 }
 
 // Run submits g through cl, waits for it to finish and releases it,

@@ -16,12 +16,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/phobos-project/phobos/dag"
 	"log/slog"
 	"math/bits"
 	"net"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -248,13 +248,12 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 	defer c.wg.Done()
 	pull := wire.Pull{Credits: c.cfg.Credits, Wait: 2 * time.Second, FreesInReply: true}
 	var (
-		rep   simReply
-		done  []wire.Completion
-		sizes []int64
+		rep   simReply // the completions of the reply being decoded
+		done  simReply // those of the last reply, sent with this pull
 		retry backoff.Backoff
 	)
 	for c.ctx.Err() == nil {
-		pull.Done = done
+		pull.Done = done.done
 		start := time.Now()
 		rep.reset()
 		if err := lc.Call(c.ctx, wire.MethodPull, pull, &rep); err != nil {
@@ -268,61 +267,67 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 		}
 		retry = backoff.Backoff{}
 		c.pulls.Add(1)
-		if len(done) > 0 && len(rep.Subtasks) > 0 {
+		if len(done.done) > 0 && len(rep.done) > 0 {
 			// A pull that carried completions and got work: one that
 			// carried none may have waited at the head for a job to come.
 			c.lat.add(time.Since(start))
 		}
-		c.done.Add(int64(len(done)))
-		if len(rep.Free) > 0 {
-			c.countFreed(len(rep.Free))
+		c.done.Add(int64(len(done.done)))
+		if rep.free > 0 {
+			c.countFreed(rep.free)
 		}
-		done, sizes = done[:0], sizes[:0]
-		if len(rep.Subtasks) == 0 {
+		rep, done = done, rep
+		if len(done.done) == 0 {
 			// Idle: let go of the buffers the last batch grew, so that
 			// the process heap after a job is the head's, not a
-			// thousand raylets' decoded pull replies.
-			rep, done, sizes = simReply{}, nil, nil
-		}
-		for k := range rep.Subtasks {
-			sp := &rep.Subtasks[k]
-			s0 := len(sizes)
-			for range sp.Outputs {
-				sizes = append(sizes, max(1, sp.OutputBytes/int64(len(sp.Outputs))))
-			}
-			done = append(done, wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: sizes[s0:len(sizes):len(sizes)]})
+			// thousand raylets' completions.
+			rep, done = simReply{}, simReply{}
 		}
 	}
 }
 
-// simReply is the part of a wire.PullReply a simulated raylet reads: the
-// subtasks' IDs, attempts, output counts and sizes, and the frees. The
-// whole reply would be cheaper to decode now (wire's own decoder), but a
-// thousand simulated raylets would each keep a whole decoded reply's
-// memory in this process, and the heap figures are meant to be the
-// head's; the head's encoding and the bytes on the wire are the same
-// either way.
+// simReply decodes a pull reply as a simulated raylet reads it: into the
+// completions it will report, one per subtask, each with outputs of the
+// size the head estimated, and the count of objects to free. The reply is
+// decoded whole, by wire's own decoder, into a PullReply taken from a pool
+// for the decode alone: a thousand simulated raylets then keep a thousand
+// sets of completions, not a thousand decoded replies, and the few replies
+// being decoded at once stay warm.
 type simReply struct {
-	Subtasks []simSpec      `cbor:"1,keyasint,omitempty"`
-	Free     []dag.ObjectID `cbor:"2,keyasint,omitempty"`
+	done  []wire.Completion
+	sizes []int64
+	free  int
 }
 
-type simSpec struct {
-	ID          dag.SubtaskID `cbor:"1,keyasint"`
-	Attempt     int           `cbor:"2,keyasint,omitempty"`
-	Outputs     []int32       `cbor:"4,keyasint"`
-	OutputBytes int64         `cbor:"6,keyasint,omitempty"`
-}
+var replies = sync.Pool{New: func() any { return new(wire.PullReply) }}
 
-// reset empties r for the next decode, keeping its memory: the decoder
-// reuses the elements and sets only the fields present.
 func (r *simReply) reset() {
-	specs := r.Subtasks[:cap(r.Subtasks)]
-	for i := range specs {
-		specs[i] = simSpec{Outputs: specs[i].Outputs[:0]}
+	r.done, r.sizes, r.free = r.done[:0], r.sizes[:0], 0
+}
+
+// DecodeCBOR is called by the session's read loop with the reply's bytes.
+func (r *simReply) DecodeCBOR(data []byte) error {
+	pr := replies.Get().(*wire.PullReply)
+	defer replies.Put(pr)
+	pr.Reset()
+	if err := pr.DecodeCBOR(data); err != nil {
+		return err
 	}
-	r.Subtasks = r.Subtasks[:0]
-	r.Free = r.Free[:0]
+	r.free = len(pr.Free)
+	n := 0
+	for k := range pr.Subtasks {
+		n += len(pr.Subtasks[k].Outputs)
+	}
+	r.sizes = slices.Grow(r.sizes[:0], n)
+	for k := range pr.Subtasks {
+		sp := &pr.Subtasks[k]
+		s0 := len(r.sizes)
+		for range sp.Outputs {
+			r.sizes = append(r.sizes, max(1, sp.OutputBytes/int64(len(sp.Outputs))))
+		}
+		r.done = append(r.done, wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: r.sizes[s0:len(r.sizes):len(r.sizes)]})
+	}
+	return nil
 }
 
 // heartbeat beats for one raylet each HeartbeatInterval. Each raylet has
