@@ -133,10 +133,14 @@ func (s *scheduler) freer(a, b Raylet) bool {
 	return a < b
 }
 
-// stealable reports whether rv has more queued than it can start: an idle
-// raylet may take from it.
+// stealable reports whether rv has more queued than it will take: more
+// than it can start, and more than its next pull takes (as much as its
+// last one asked for). An idle raylet may take the rest. A raylet that
+// prefetches a deep window (trivial subtasks) would take its whole queue
+// in its next pull: stealing from it then only moves work, away from the
+// inputs it was placed beside, to whichever raylet happened to pull first.
 func stealable(rv *raylet) bool {
-	return rv.alive && rv.queue.Len() > rv.slots-rv.running
+	return rv.alive && rv.queue.Len() > max(rv.slots-rv.running, rv.asks)
 }
 
 // richer orders raylets as victims of stealing: stealable first, then the

@@ -95,6 +95,36 @@ func TestInitialAssignmentIsRespected(t *testing.T) {
 	}
 }
 
+// TestNoStealingWithinTheNextPull: a raylet that asked for a deep window
+// (trivial subtasks) takes its whole queue in its next pull, so another
+// raylet that happens to pull first must not take that queue: it would
+// only move work away from the raylet it was placed on. (With a thousand
+// raylets, the first to pull after a job came took most of the others'
+// work this way, and three quarters of a job's subtasks were stolen.)
+func TestNoStealingWithinTheNextPull(t *testing.T) {
+	h := newTestHarness(t, 2)
+	h.l.s.NoPipeline = true // only what is READY
+	for _, name := range []string{"A", "B"} {
+		if got := h.take1(name, 64); len(got) != 0 {
+			t.Fatalf("raylet %s got %d subtasks before any job", name, len(got))
+		}
+	}
+	p := h.addJob(1, seed(40, 5), 0)
+	index, _ := h.l.s.AliveSlots()
+	for _, name := range []string{"A", "B"} {
+		sps := h.take1(name, 64)
+		if len(sps) == 0 {
+			t.Fatalf("raylet %s got nothing of its own", name)
+		}
+		for _, sp := range sps {
+			i := int32(sp.ID.Index() - p.Stage.Base)
+			if a := h.byR[index[p.Stage.Subtasks[i].Raylet]]; a != name {
+				t.Fatalf("raylet %s took subtask %d, placed on %s, whose last pull asked for 64", name, i, a)
+			}
+		}
+	}
+}
+
 func TestIdleRayletSteals(t *testing.T) {
 	h := newTestHarness(t, 2)
 	h.addJob(1, seed(40, 5), 0)
