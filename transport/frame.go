@@ -167,6 +167,39 @@ func putBuf(b *bytes.Buffer) {
 	}
 }
 
+// Encoded is a response encoded before its handler returns, into a frame
+// buffer of the session's pool with room for the frame header: a handler
+// that returns it has its response written as it is, with no copy, and
+// the buffer goes back to the pool once written. (The head encodes pull
+// replies in its event loop, where the specs' memory is valid, and
+// another goroutine answers the call.)
+//
+// Encode it once; a handler that does not return it calls Discard.
+type Encoded struct{ b *bytes.Buffer }
+
+// Encode appends a's encoding to a new Encoded.
+func Encode(a codec.Appender) (*Encoded, error) {
+	e := &Encoded{b: getBuf(headerSize)}
+	out, err := a.AppendCBOR(e.b.AvailableBuffer())
+	if err != nil {
+		e.Discard()
+		return nil, err
+	}
+	e.b.Write(out) // within the buffer's room, a copy onto itself: none
+	return e, nil
+}
+
+// Len is the encoding's length in bytes.
+func (e *Encoded) Len() int { return e.b.Len() - headerSize }
+
+// Discard gives the buffer back without sending it.
+func (e *Encoded) Discard() {
+	if e.b != nil {
+		putBuf(e.b)
+		e.b = nil
+	}
+}
+
 // encodeInto appends v's CBOR encoding to b.
 func encodeInto(b *bytes.Buffer, v any) error {
 	if raw, ok := v.(codec.RawMessage); ok && len(raw) > 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phobos-project/phobos/internal/codec"
 	"github.com/phobos-project/phobos/transport/pki"
 )
 
@@ -198,12 +199,21 @@ const (
 	mPanic    Method = 6
 	mSeq      Method = 7 // one-way: req.N goes to msgs
 	mStrict   Method = 8 // wants a strictReq
+	mEncoded  Method = 9 // echoes an echoMsg, encoded before it returns (Encode)
 )
 
 type echoMsg struct {
 	N int    `cbor:"1,keyasint,omitempty"`
 	S string `cbor:"2,keyasint,omitempty"`
 	B []byte `cbor:"3,keyasint,omitempty"`
+}
+
+// encodedEcho encodes itself, as a hot-path message does.
+type encodedEcho echoMsg
+
+func (e encodedEcho) AppendCBOR(dst []byte) ([]byte, error) {
+	b, err := codec.Marshal(echoMsg(e))
+	return append(dst, b...), err
 }
 
 type strictReq struct {
@@ -240,6 +250,8 @@ func (h *testHandler) HandleCall(ctx context.Context, s *Session, m Method, body
 	switch m {
 	case mEcho:
 		return req, nil
+	case mEncoded:
+		return Encode(encodedEcho(req))
 	case mFail:
 		return nil, fmt.Errorf("handler says no: %w", kind(req.N))
 	case mBlock:

@@ -596,12 +596,18 @@ func (s *Session) runCall(m Method, id uint64, raw []byte, share int64) {
 		s.replyError(id, m, codeOf(err), err.Error())
 		return
 	}
-	b := getBuf(headerSize)
-	defer putBuf(b)
-	if err := encodeInto(b, result); err != nil {
-		s.replyError(id, m, CodeInternal, fmt.Sprintf("node %q could not encode its result for %s (%T): %v", s.cfg.NodeID, m, result, err))
-		return
+	var b *bytes.Buffer
+	if e, ok := result.(*Encoded); ok && e.b != nil {
+		b, e.b = e.b, nil // encoded already, header room first
+	} else {
+		b = getBuf(headerSize)
+		if err := encodeInto(b, result); err != nil {
+			putBuf(b)
+			s.replyError(id, m, CodeInternal, fmt.Sprintf("node %q could not encode its result for %s (%T): %v", s.cfg.NodeID, m, result, err))
+			return
+		}
 	}
+	defer putBuf(b)
 	if n := b.Len() - headerSize; n > s.peerMax && !s.ignorePeerMax.Load() {
 		s.replyError(id, m, CodeResourceExhausted, fmt.Sprintf(
 			"the response to %s from %q is %d bytes, over the peer's max frame of %d bytes; split it or raise the peer's max frame size",

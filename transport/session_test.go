@@ -609,3 +609,53 @@ func TestKeepaliveDetectsSilentPeer(t *testing.T) {
 		}
 	})
 }
+
+// TestEncodedResponse: a handler may return its response encoded already
+// (Encode, into a pooled frame buffer); it arrives as if the session had
+// encoded it, for concurrent calls of many sizes, and every buffer goes
+// back to the pool once (a buffer given back twice would carry two
+// frames at once, and some answer would arrive corrupt).
+func TestEncodedResponse(t *testing.T) {
+	nets(t, testConfig, func(t *testing.T, mk func(string, *logRecorder) Config) {
+		ts := startServer(t, mk("srv", nil), newTestHandler())
+		c := dial(t, ts.addr(), mk("cli", nil), nil)
+		var wg sync.WaitGroup
+		errs := make(chan error, 200)
+		for i := range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				want := echoMsg{N: i, S: strings.Repeat(string(rune('a'+i%26)), i*i*7)}
+				var out echoMsg
+				if err := c.Call(callCtx(t), mEncoded, want, &out); err != nil {
+					errs <- err
+					return
+				}
+				if out.N != want.N || out.S != want.S {
+					errs <- fmt.Errorf("call %d: got %d and %d bytes, want %d and %d", i, out.N, len(out.S), want.N, len(want.S))
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+}
+
+func TestEncodeDiscard(t *testing.T) {
+	e, err := Encode(encodedEcho{N: 7, S: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := codec.Marshal(echoMsg{N: 7, S: "x"})
+	if e.Len() != len(want) {
+		t.Fatalf("Len %d, want %d", e.Len(), len(want))
+	}
+	e.Discard()
+	e.Discard() // a second Discard gives nothing back
+	if e.b != nil {
+		t.Fatal("a discarded Encoded still holds its buffer")
+	}
+}

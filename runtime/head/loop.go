@@ -64,9 +64,6 @@ type leadership struct {
 	cancel  context.CancelFunc
 	pending map[sched.Call]*envelope
 	resume  bool // the last step asked for Resume (Effects.Resume)
-	// replyBuf is where pull replies are encoded before they are copied
-	// out (carryOut); it keeps the largest reply's size.
-	replyBuf []byte
 }
 
 // run is the event loop.
@@ -177,16 +174,19 @@ func (s *Server) carryOut(fx *sched.Effects) {
 	l.resume = fx.Resume
 	for i := range fx.Pulls {
 		p := &fx.Pulls[i]
-		// The specs share the machine's buffers: encode them now, into
-		// memory the loop keeps, then copy them out at their size (grown
-		// from nothing, a reply was reallocated a dozen times).
-		var err error
-		l.replyBuf, err = wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More}.AppendCBOR(l.replyBuf[:0])
+		// The specs share the machine's buffers: encode them now, straight
+		// into a frame buffer of the transport's pool, which the call's
+		// goroutine sends as it is. (A reply encoded into memory the
+		// loop kept, copied out and copied again into a frame cost the
+		// loop an allocation of the reply's size and a copy into it.)
+		e, err := transport.Encode(wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More})
 		if err != nil {
 			s.deliver(p.Call, nil, dag.Errorf(dag.KindInternal, "encode pull reply: %w", err))
 			continue
 		}
-		s.deliver(p.Call, codec.RawMessage(slices.Clone(l.replyBuf)), nil)
+		if !s.deliver(p.Call, e, nil) {
+			e.Discard()
+		}
 	}
 	for _, r := range fx.Replies {
 		s.deliver(r.Call, r.Value, r.Err)
@@ -262,14 +262,15 @@ func (s *Server) carryOut(fx *sched.Effects) {
 	}
 }
 
-// deliver answers an open call.
-func (s *Server) deliver(c sched.Call, v any, err error) {
+// deliver answers an open call; false if no call waits for the answer.
+func (s *Server) deliver(c sched.Call, v any, err error) bool {
 	env, ok := s.lead.pending[c]
 	if !ok {
-		return
+		return false
 	}
 	delete(s.lead.pending, c)
 	env.reply <- result{val: v, err: err}
+	return true
 }
 
 // outMsg is a one-way message for a raylet.
