@@ -19,6 +19,7 @@ import (
 //     is such a subtask; nothing is READY unplaced while a raylet is
 //     alive; a raylet's running count is its RUNNING and CANCELLING
 //     subtasks; RUNNING and CANCELLING subtasks are on alive raylets;
+//     each queue is a heap;
 //   - object copies against raylets: copies (of subtask outputs and of
 //     put objects) are on alive raylets, once each, never where the
 //     original is; a needed FINISHED subtask's outputs exist on an alive
@@ -48,9 +49,12 @@ func (l *Leader) Check() error {
 	running := make([]int, len(s.raylets))
 	live := make([]int, len(s.raylets)) // live queue entries
 	for r, rv := range s.raylets {
-		for _, e := range rv.queue {
+		for k, e := range rv.queue {
 			if e.valid(Raylet(r)) {
 				live[r]++
+			}
+			if p := (k - 1) / 2; k > 0 && rv.queue.less(k, p) {
+				return fmt.Errorf("raylet %s's queue is not a heap: entry %d comes before its parent %d", rv.id, k, p)
 			}
 		}
 		if !rv.alive && rv.queue.Len() > 0 {

@@ -1,6 +1,9 @@
 package sched
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/runtime/wire"
 )
@@ -39,6 +42,9 @@ func (s *scheduler) Drain(r Raylet) *schedEffects {
 	q := rv.queue
 	rv.queue = nil
 	s.touch(r) // out of placement's way before its queue is placed again
+	// In the order they were queued, not the heap's (which depends on how
+	// the queue was built).
+	slices.SortFunc(q, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
 	for _, e := range q {
 		if e.valid(r) {
 			s.makeReady(e.j, e.i, NoRaylet)

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/phobos-project/phobos/bindings/tensor"
@@ -144,6 +145,42 @@ func TestDepthFirstKeepsFewIntermediates(t *testing.T) {
 				t.Errorf("first combine ran only after %d subtasks", k)
 			}
 			break
+		}
+	}
+}
+
+// TestReadyQueueFixAppended: entries appended in bulk and fixed at once
+// (by rising into place, or by heapifying the whole queue) pop in the
+// queue's total order, best priority first, then newest, as entries
+// pushed one by one do.
+func TestReadyQueueFixAppended(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, sizes := range [][2]int{{0, 100}, {1000, 10}, {1000, 500}, {7, 7}} {
+		var pushed, bulk readyQueue
+		seq := uint64(0)
+		add := func(n int, bulkToo bool) {
+			for range n {
+				seq++
+				e := entry{seq: seq, prio: dag.Priority{Depth: int32(rng.IntN(4)), DemandDepth: int32(rng.IntN(3)), Succs: int32(rng.IntN(3))}}
+				pushed.push(e)
+				if bulkToo {
+					bulk = append(bulk, e)
+				} else {
+					bulk.push(e)
+				}
+			}
+		}
+		add(sizes[0], false)
+		add(sizes[1], true)
+		bulk.fixAppended(sizes[1])
+		for pushed.Len() > 0 {
+			want, got := pushed.pop(), bulk.pop()
+			if want.seq != got.seq {
+				t.Fatalf("%v: popped entry %d, want %d", sizes, got.seq, want.seq)
+			}
+		}
+		if bulk.Len() != 0 {
+			t.Fatalf("%v: %d entries left", sizes, bulk.Len())
 		}
 	}
 }

@@ -353,17 +353,85 @@ func (s *scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, pol jobPolicy, 
 			return fx
 		}
 	}
-	for i := int32(0); i < int32(n); i++ {
+	if !s.queueAssigned(j, rayletOf) {
+		for i := int32(0); i < int32(n); i++ {
+			if j.waiting[i] != 0 || j.state[i] != Unscheduled {
+				continue
+			}
+			s.makeReady(j, i, s.assigned(j, i, rayletOf))
+		}
+	}
+	return fx
+}
+
+// assigned is the raylet the plan assigned subtask i of j to, NoRaylet
+// when it has none or that raylet cannot take work.
+func (s *scheduler) assigned(j *stage, i int32, rayletOf []Raylet) Raylet {
+	if a := j.sg.Subtasks[i].Raylet; a >= 0 && int(a) < len(rayletOf) && s.raylets[rayletOf[a]].placeable() {
+		return rayletOf[a]
+	}
+	return NoRaylet
+}
+
+// queueAssigned queues a new job's READY subtasks on the raylets the plan
+// assigned them, as makeReady one by one would, and reports whether it
+// did; it does nothing when one of them needs placing (placement reads
+// the queues' lengths as they grow, so those go one by one). A million
+// subtasks made READY one by one each sifted through a heap that only grew
+// (equal priorities pop newest first, so every push rose to the root) and
+// each queue grew by doubling into fresh memory: half a second of a
+// fresh head's first big job. Here each raylet's queue grows once, its
+// entries are appended with their sequence numbers in the same order,
+// and it is heapified once; its heaps of raylets are fixed and it is woken
+// in the order its first subtask would have. Entries are totally ordered
+// (priority, then sequence), so the queue pops exactly as before.
+func (s *scheduler) queueAssigned(j *stage, rayletOf []Raylet) bool {
+	n := int32(j.sg.Len())
+	var order []Raylet // raylets by their first READY subtask
+	added := map[Raylet]int{}
+	for i := int32(0); i < n; i++ {
 		if j.waiting[i] != 0 || j.state[i] != Unscheduled {
 			continue
 		}
-		r := NoRaylet
-		if a := sg.Subtasks[i].Raylet; a >= 0 && int(a) < len(rayletOf) && s.raylets[rayletOf[a]].placeable() {
-			r = rayletOf[a]
+		r := s.assigned(j, i, rayletOf)
+		if r < 0 {
+			return false
 		}
-		s.makeReady(j, i, r)
+		if added[r] == 0 {
+			order = append(order, r)
+		}
+		added[r]++
 	}
-	return fx
+	// The entries go past each queue's length first: a queue's length is
+	// its raylet's key in the heaps of raylets, which are fixed one
+	// raylet at a time (several keys changed at once cannot be).
+	next := make(map[Raylet]int, len(order))
+	for _, r := range order {
+		q := &s.raylets[r].queue
+		*q = slices.Grow(*q, added[r])
+		next[r] = len(*q)
+	}
+	for i := int32(0); i < n; i++ {
+		if j.waiting[i] != 0 || j.state[i] != Unscheduled {
+			continue
+		}
+		r := s.assigned(j, i, rayletOf)
+		j.state[i] = Ready
+		j.where[i] = r
+		s.seq++
+		j.qseq[i] = s.seq
+		q := s.raylets[r].queue
+		q[:cap(q)][next[r]] = entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority}
+		next[r]++
+	}
+	for _, r := range order {
+		q := &s.raylets[r].queue
+		*q = (*q)[:next[r]]
+		q.fixAppended(added[r])
+		s.touch(r)
+		s.wake(r)
+	}
+	return true
 }
 
 // makeReady queues subtask i of j on raylet r, or on the best raylet for
@@ -1883,14 +1951,51 @@ func (q readyQueue) less(a, b int) bool {
 
 func (q *readyQueue) push(e entry) {
 	*q = append(*q, e)
-	h := *q
-	for i := len(h) - 1; i > 0; {
+	q.up(len(*q) - 1)
+}
+
+func (q readyQueue) up(i int) {
+	for i > 0 {
 		p := (i - 1) / 2
-		if !h.less(i, p) {
+		if !q.less(i, p) {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		q[i], q[p] = q[p], q[i]
 		i = p
+	}
+}
+
+func (q readyQueue) down(i int) {
+	n := len(q)
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && q.less(l, m) {
+			m = l
+		}
+		if r < n && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+}
+
+// fixAppended restores the heap after k entries were appended to it: each
+// rises into place when they are few beside the queue, else the whole
+// queue is heapified (O(n), not O(k log n)).
+func (q readyQueue) fixAppended(k int) {
+	n := len(q)
+	if k < n/8 {
+		for i := n - k; i < n; i++ {
+			q.up(i)
+		}
+		return
+	}
+	for i := n/2 - 1; i >= 0; i-- {
+		q.down(i)
 	}
 }
 
@@ -1901,20 +2006,7 @@ func (q *readyQueue) pop() entry {
 	h[0] = h[n]
 	h[n] = entry{}
 	h = h[:n]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && h.less(l, m) {
-			m = l
-		}
-		if r < n && h.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
+	h.down(0)
 	*q = h
 	return top
 }
