@@ -80,15 +80,37 @@ func parseHeader(b []byte) (header, error) {
 // frameReader reads frames from the control stream. Owned by the session's
 // read loop; not safe for concurrent use.
 type frameReader struct {
-	r   *bufio.Reader
-	hdr [headerSize]byte
-	buf []byte // reused for bodies the read loop consumes itself
+	r      *bufio.Reader
+	hdr    [headerSize]byte
+	buf    []byte  // reused for small bodies the read loop consumes itself
+	pooled *[]byte // the body taken from bodyPools, until done
 }
 
 const (
 	readBufferSize = 32 << 10
-	keepBodyBuffer = 1 << 20 // bodies up to this size reuse fr.buf
+	keepBodyBuffer = 4 << 10 // small bodies reuse fr.buf; larger ones come from bodyPools
 )
+
+// bodyPools hold buffers for bodies the read loops consume themselves,
+// larger than a session keeps, by size class: 64 KiB, 256 KiB, 1 MiB. A
+// session that kept the largest body it ever read (a pull reply of a
+// thousand specs) held it while idle, and a head with a thousand raylets
+// held a thousand such buffers, each cold when next used; shared, the few
+// read loops decoding at once reuse warm ones.
+var bodyPools = [...]struct {
+	size int
+	pool sync.Pool
+}{{size: 64 << 10}, {size: 256 << 10}, {size: 1 << 20}}
+
+// bodyClass is the smallest pool whose buffers hold n bytes, -1 if none.
+func bodyClass(n int) int {
+	for k := range bodyPools {
+		if n <= bodyPools[k].size {
+			return k
+		}
+	}
+	return -1
+}
 
 func newFrameReader(r io.Reader) *frameReader {
 	return &frameReader{r: bufio.NewReaderSize(r, readBufferSize)}
@@ -102,21 +124,44 @@ func (fr *frameReader) next() (header, error) {
 	return parseHeader(fr.hdr[:])
 }
 
-// body reads an n-byte body into a buffer reused by the next call.
+// body reads an n-byte body into a buffer valid until done (or the next
+// body).
 func (fr *frameReader) body(n uint32) ([]byte, error) {
+	fr.done()
 	var b []byte
-	if int(n) <= keepBodyBuffer {
+	switch k := bodyClass(int(n)); {
+	case int(n) <= keepBodyBuffer:
 		if cap(fr.buf) < int(n) {
-			fr.buf = make([]byte, n, max(n, 4<<10))
+			fr.buf = make([]byte, keepBodyBuffer)
 		}
 		b = fr.buf[:n]
-	} else {
+	case k >= 0:
+		p, _ := bodyPools[k].pool.Get().(*[]byte)
+		if p == nil {
+			buf := make([]byte, bodyPools[k].size)
+			p = &buf
+		}
+		fr.pooled = p
+		b = (*p)[:n]
+	default:
 		b = make([]byte, n)
 	}
 	if _, err := io.ReadFull(fr.r, b); err != nil {
+		fr.done()
 		return nil, midFrame(err)
 	}
 	return b, nil
+}
+
+// done gives back the pooled buffer of the last body, if it had one: the
+// read loop consumed it.
+func (fr *frameReader) done() {
+	if fr.pooled == nil {
+		return
+	}
+	k := bodyClass(cap(*fr.pooled))
+	bodyPools[k].pool.Put(fr.pooled)
+	fr.pooled = nil
 }
 
 // ownedBody reads an n-byte body into a new slice the caller keeps.

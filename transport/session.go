@@ -524,6 +524,7 @@ func (s *Session) readOneWay(fr *frameReader, h header) error {
 	if err != nil {
 		return err
 	}
+	defer fr.done()
 	if !s.waitServed() {
 		return errNotServing
 	}
@@ -564,6 +565,7 @@ func (s *Session) readResponse(fr *frameReader, h header) error {
 	if err != nil {
 		return err
 	}
+	defer fr.done()
 	if c := s.takePending(h.id); c != nil { // nil: cancelled, or an id never sent
 		c.done <- s.decodeResponse(c, h.typ, raw)
 	}
