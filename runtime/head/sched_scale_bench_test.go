@@ -65,14 +65,28 @@ func benchRaylets(b *testing.B, g *dag.TileableGraph, raylets, slots int) {
 		for r := range pulls {
 			pulls[r] = &wire.Pull{Credits: credits}
 		}
-		// Every raylet has pulled before the job comes, as an idle one
-		// has (its pull held at the head): the head knows its window.
+		// Every raylet's pull waits at the head when the job comes, as an
+		// idle raylet's does: the job's first wave answers them, a slice
+		// a step (Resume).
 		for r := range raylets {
-			m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], Pull: pulls[r]})
+			parked := *pulls[r]
+			parked.Wait = time.Second
+			m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], Pull: &parked})
 		}
 		b.StartTimer()
 		cpu0 := processCPU()
-		m.Step(now, lowered)
+		for fx := m.Step(now, lowered); ; fx = m.Step(now, &sched.Resume{}) {
+			for _, p := range fx.Pulls {
+				r := int(p.Call) - 1
+				for i := range p.Subtasks {
+					done[r] = append(done[r], wire.Completion{ID: p.Subtasks[i].ID, Sizes: sizes})
+				}
+				total += len(p.Subtasks)
+			}
+			if !fx.Resume {
+				break
+			}
+		}
 		for idle := 0; idle < raylets; {
 			idle = 0
 			for r := range raylets {

@@ -45,6 +45,9 @@ type harness struct {
 	work   []any // effects to carry out: Commit, Lower, dag.TaskID (estimate)
 
 	holdRaft, holdLower bool
+	// holdResume leaves a step's Resume to the test (a wave's backlog
+	// waits meanwhile).
+	holdResume bool
 
 	// What tests look at.
 	plans map[dag.TaskID][]*lowering.Plan
@@ -161,7 +164,7 @@ func (h *harness) step(ev Event) {
 	h.take(fx)
 	h.drain()
 	h.checkStores(ev)
-	if resume {
+	if resume && !h.holdResume {
 		h.step(&Resume{})
 	}
 }

@@ -133,14 +133,15 @@ func (s *scheduler) freer(a, b Raylet) bool {
 	return a < b
 }
 
-// stealable reports whether rv has more queued than it will take: more
-// than it can start, and more than its next pull takes (as much as its
-// last one asked for). An idle raylet may take the rest. A raylet that
-// prefetches a deep window (trivial subtasks) would take its whole queue
-// in its next pull: stealing from it then only moves work, away from the
-// inputs it was placed beside, to whichever raylet happened to pull first.
+// stealable reports whether rv has more queued than it will take at once:
+// more than it can start, and, while it has a pull waiting at the head,
+// more than that pull's credits. An idle raylet may take the rest. A pull
+// waits with work queued for it only until the head serves it (parked
+// pulls are served as a stage's work arrives, at most maxWaveSpecs a
+// step): stealing that work meanwhile only moves it, away from the inputs
+// it was placed beside, to whichever raylet happened to pull first.
 func stealable(rv *raylet) bool {
-	return rv.alive && rv.queue.Len() > max(rv.slots-rv.running, rv.asks)
+	return rv.alive && rv.queue.Len() > max(rv.slots-rv.running, rv.parked.credits)
 }
 
 // richer orders raylets as victims of stealing: stealable first, then the

@@ -25,7 +25,7 @@ func scanVictim(s *scheduler, thief Raylet) Raylet {
 		if Raylet(r) == thief || !rv.alive {
 			continue
 		}
-		if rv.queue.Len() > max(rv.slots-rv.running, rv.asks) && (victim < 0 || rv.queue.Len() > s.raylets[victim].queue.Len()) {
+		if rv.queue.Len() > max(rv.slots-rv.running, rv.parked.credits) && (victim < 0 || rv.queue.Len() > s.raylets[victim].queue.Len()) {
 			victim = Raylet(r)
 		}
 	}

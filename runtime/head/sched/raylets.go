@@ -206,7 +206,7 @@ func (l *Leader) drop(r Raylet, why error) {
 	rv.session = nil
 	if rv.parked.call != 0 {
 		l.reply(rv.parked.call, nil, dag.Errorf(dag.KindUnavailable, "raylet %s is no longer registered with this leader", rv.id))
-		rv.parked = parkedPull{}
+		l.unpark(r)
 		l.clearTimer(TimerID{Kind: TimerPull, Raylet: r})
 	}
 	if rv.leaving {
@@ -243,7 +243,7 @@ func (l *Leader) pull(ev *Pull) {
 	rv := l.s.raylets[r]
 	if rv.parked.call != 0 { // a pull it gave up on: superseded
 		l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r})
-		rv.parked = parkedPull{}
+		l.unpark(r)
 	}
 	start := len(l.specBuf)
 	var more bool
@@ -260,7 +260,14 @@ func (l *Leader) pull(ev *Pull) {
 		return
 	}
 	rv.parked = parkedPull{call: ev.Call, credits: ev.Credits}
+	l.s.touch(r) // its waiting credits decide what may be stolen from it
 	l.setTimer(TimerID{Kind: TimerPull, Raylet: r}, l.now.Add(wait))
+}
+
+// unpark forgets r's parked pull (answered, superseded or dropped).
+func (l *Leader) unpark(r Raylet) {
+	l.s.raylets[r].parked = parkedPull{}
+	l.s.touch(r)
 }
 
 // errNotRegistered answers a raylet call from a session that registered no
@@ -330,7 +337,7 @@ func (l *Leader) serveParked(r Raylet) {
 		return
 	}
 	l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r, Subtasks: l.specBuf[start:len(l.specBuf):len(l.specBuf)], More: more})
-	rv.parked = parkedPull{}
+	l.unpark(r)
 	l.clearTimer(TimerID{Kind: TimerPull, Raylet: r})
 }
 
@@ -342,7 +349,7 @@ func (l *Leader) pullTimedOut(r Raylet) {
 	rv := l.s.raylets[r]
 	if rv.parked.call != 0 {
 		l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r})
-		rv.parked = parkedPull{}
+		l.unpark(r)
 	}
 }
 

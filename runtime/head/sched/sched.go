@@ -181,10 +181,6 @@ type raylet struct {
 	running  int
 	queue    readyQueue
 	store    wire.StoreStats
-	// asks is the credits of the raylet's last pull: about what its next
-	// pull takes of its queue (its window, less what it still has in
-	// flight). Work within it is not stolen.
-	asks int
 
 	// What the Leader knows of the raylet's process.
 	session      Session   // its session while alive
@@ -617,8 +613,7 @@ func (s *scheduler) pullMore(r Raylet, credits int, out []wire.SubtaskSpec) ([]w
 	if !rv.alive || rv.draining {
 		return out, false
 	}
-	rv.asks = credits
-	defer s.touch(r) // its queue, running count and asks changed: reorder it once
+	defer s.touch(r) // its queue and running count changed: reorder it once
 	for credits > 0 {
 		e, ok := s.pop(r)
 		if !ok {

@@ -95,33 +95,56 @@ func TestInitialAssignmentIsRespected(t *testing.T) {
 	}
 }
 
-// TestNoStealingWithinTheNextPull: a raylet that asked for a deep window
-// (trivial subtasks) takes its whole queue in its next pull, so another
-// raylet that happens to pull first must not take that queue: it would
-// only move work away from the raylet it was placed on. (With a thousand
-// raylets, the first to pull after a job came took most of the others'
-// work this way, and three quarters of a job's subtasks were stolen.)
-func TestNoStealingWithinTheNextPull(t *testing.T) {
-	h := newTestHarness(t, 2)
-	h.l.s.NoPipeline = true // only what is READY
-	for _, name := range []string{"A", "B"} {
-		if got := h.take1(name, 64); len(got) != 0 {
-			t.Fatalf("raylet %s got %d subtasks before any job", name, len(got))
+// TestNoStealingFromAWaitingPull: work queued for a raylet whose pull
+// waits at the head (a wave's backlog: a step serves at most maxWaveSpecs
+// subtasks) is not stolen by a raylet that was served first and pulls
+// again: its owner takes it at the next step. (With a thousand raylets of
+// deep windows, the first served took most of the others' work this way:
+// three quarters of the seed example's subtasks were stolen.) Work beyond
+// the waiting pull's credits may still be stolen.
+func TestNoStealingFromAWaitingPull(t *testing.T) {
+	// Four steps' worth: the steps that follow the job's lowering (its
+	// status committed) serve slices too, and a backlog must be left.
+	const raylets, credits = 100, 1024
+	n := int64(4 * maxWaveSpecs) // about 650 a raylet
+	h := newHarness(t, Config{Head: "h1"})
+	h.records()
+	var names []string
+	for i := range raylets {
+		name := string(rune('A'+i/26)) + string(rune('a'+i%26))
+		h.addRaylet(name, 16)
+		names = append(names, name)
+	}
+	for _, name := range names {
+		if got := h.pull(name, credits, time.Second); len(got) != 0 {
+			t.Fatalf("%s got %d subtasks before any job", name, len(got))
 		}
 	}
-	p := h.addJob(1, seed(40, 5), 0)
-	index, _ := h.l.s.AliveSlots()
-	for _, name := range []string{"A", "B"} {
-		sps := h.take1(name, 64)
-		if len(sps) == 0 {
-			t.Fatalf("raylet %s got nothing of its own", name)
+	h.holdResume = true
+	h.addJob(1, tensor.Ones([]int64{n}, tensor.Chunks(1)), 0)
+	if len(h.l.backlog.list) == 0 {
+		t.Fatal("the wave left no raylet waiting: nothing to test")
+	}
+	waiting := h.byR[h.l.backlog.list[0]]
+	var thief string
+	for _, name := range names {
+		if fr := h.raylet(name); len(fr.running) > 0 {
+			thief = name
+			break
 		}
-		for _, sp := range sps {
-			i := int32(sp.ID.Index() - p.Stage.Base)
-			if a := h.byR[index[p.Stage.Subtasks[i].Raylet]]; a != name {
-				t.Fatalf("raylet %s took subtask %d, placed on %s, whose last pull asked for 64", name, i, a)
-			}
-		}
+	}
+	fr := h.raylet(thief)
+	done := make([]wire.Completion, 0, len(fr.running))
+	for _, sp := range fr.running {
+		done = append(done, ok(sp))
+	}
+	if got := h.pull(thief, credits, 0, done...); len(got) != 0 {
+		t.Fatalf("%s, served first, took %d subtasks queued for raylets whose pulls wait", thief, len(got))
+	}
+	h.holdResume = false
+	h.step(&Resume{})
+	if len(h.raylet(waiting).running) == 0 {
+		t.Fatalf("%s's waiting pull got nothing once resumed", waiting)
 	}
 }
 
