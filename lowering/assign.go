@@ -71,14 +71,14 @@ const (
 // (a third of the queueing, on the seed example), and the nodes met in a
 // walk are the queue itself, so a bitset of them is cleared from it.
 func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
-	raylet := make([]int32, g.n)
+	raylet := dag.HugePages(make([]int32, g.n))
 	for i := range raylet {
 		raylet[i] = -1
 	}
 	if len(slots) == 0 || len(initial) == 0 {
 		return raylet
 	}
-	state := make([]uint8, g.n)
+	state := dag.HugePages(make([]uint8, g.n))
 	for _, s := range initial {
 		state[s] = nodeWaiting
 	}
@@ -133,7 +133,7 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 			// by appending cost a fifth of the walks on the seed
 			// example. (A job of independent subtasks never walks.)
 			met = make([]uint64, (g.n+63)/64)
-			queue = make([]int32, 0, g.n-g.lo)
+			queue = dag.HugePages(make([]int32, 0, g.n-g.lo))
 		}
 		q[r] -= g.walk(initial[next], int32(r), q[r], spread, state, raylet, met, &queue)
 		byQuota.down(0) // r was the top; only its quota changed
@@ -341,7 +341,7 @@ func assignSubtasks(sg *dag.SubtaskGraph, slots []int) {
 // only sg's Preds, Succs and len(Subtasks).
 func initialRaylets(sg *dag.SubtaskGraph, slots []int) []int32 {
 	n := len(sg.Subtasks)
-	initial := make([]int32, 0, n) // at most all; freed once assigned
+	initial := dag.HugePages(make([]int32, 0, n)) // at most all; freed once assigned
 	for s := range n {
 		if sg.Preds.Off[s] == sg.Preds.Off[s+1] {
 			initial = append(initial, int32(s))

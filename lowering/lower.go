@@ -132,8 +132,8 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 
 	// Export results, and what untiled nodes will read: beside finding
 	// each chunk's sole user for chain fusion, which reads only cg.
-	export := make([]bool, cg.Len())
-	keep := make([]bool, cg.Len())
+	export := dag.HugePages(make([]bool, cg.Len()))
+	keep := dag.HugePages(make([]bool, cg.Len()))
 	marked := make(chan struct{})
 	go func() {
 		defer close(marked)
@@ -329,7 +329,7 @@ func (t *Tiled) result(o int32, objectsOf func([]int32, []dag.ObjectID) int) (Re
 		Node:    o,
 		Meta:    dag.Meta{DType: g.Nodes[o].DType, Shape: append([]int64(nil), g.Nodes[o].Shape...)},
 		NSplits: make([][]int64, len(grid.NSplits)),
-		Objects: make([]dag.ObjectID, len(grid.Chunks)),
+		Objects: dag.HugePages(make([]dag.ObjectID, len(grid.Chunks))),
 	}
 	for d, s := range grid.NSplits {
 		r.NSplits[d] = s[:len(s):len(s)]

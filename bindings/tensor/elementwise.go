@@ -540,7 +540,7 @@ func tileElementwise(tc *dag.TileContext, dt dag.DType) error {
 		}
 	}
 	if same { // the common case: no broadcasting, no rechunking
-		grid := &dag.Grid{NSplits: g0.NSplits, Chunks: make([]int32, len(g0.Chunks))}
+		grid := &dag.Grid{NSplits: g0.NSplits, Chunks: dag.HugePages(make([]int32, len(g0.Chunks)))}
 		var in [8]int32
 		for j, src := range g0.Chunks {
 			for i := range k {

@@ -29,7 +29,7 @@ func splits(n, c int64) []int64 {
 		return []int64{0}
 	}
 	k := dag.ChunksAlong(n, c)
-	s := make([]int64, k)
+	s := dag.HugePages(make([]int64, k))
 	for i := range s {
 		s[i] = c
 	}
@@ -41,7 +41,7 @@ func splits(n, c int64) []int64 {
 
 // offsets returns the start of every chunk of s and, last, the total.
 func offsets(s []int64) []int64 {
-	o := make([]int64, len(s)+1)
+	o := dag.HugePages(make([]int64, len(s)+1))
 	for i, c := range s {
 		o[i+1] = o[i] + c
 	}
@@ -136,7 +136,7 @@ func tileSource(tc *dag.TileContext, nsplits [][]int64, dt dag.DType, chunkArgs 
 		args = tc.NodeArgs()
 	}
 	off := make([]int64, len(nsplits))
-	grid := &dag.Grid{NSplits: nsplits, Chunks: make([]int32, 0, total)}
+	grid := &dag.Grid{NSplits: nsplits, Chunks: dag.HugePages(make([]int32, 0, total))}
 	err := forEachChunk(nsplits, func(idx []int32, shape []int64) error {
 		a := args
 		if chunkArgs != nil {
