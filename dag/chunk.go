@@ -36,6 +36,9 @@ type ChunkGraph struct {
 	index  []int32
 
 	maxNodes, maxInputs int // 0: only what the flat tables' offsets allow
+	// What checkRoom compares with (resolveRoom): 0 in a graph not made
+	// by NewChunkGraph, which then checks the limits themselves.
+	roomNodes, roomInputs int
 }
 
 // NewChunkGraph returns an empty chunk graph with room for about n nodes.
@@ -44,13 +47,15 @@ func NewChunkGraph(n int) *ChunkGraph { return NewChunkGraphSized(n, 2*n) }
 // NewChunkGraphSized returns an empty chunk graph with room for about n
 // one-dimensional nodes and edges inputs.
 func NewChunkGraphSized(n, edges int) *ChunkGraph {
-	return &ChunkGraph{
+	g := &ChunkGraph{
 		Nodes:  HugePages(make([]ChunkNode, 0, n)),
 		inputs: HugePages(make([]int32, 0, edges)),
 		inOff:  append(HugePages(make([]uint32, 0, n+1)), 0),
 		shapes: HugePages(make([]int64, 0, n)),
 		index:  HugePages(make([]int32, 0, n)),
 	}
+	g.resolveRoom()
+	return g
 }
 
 // SetLimit bounds the graph at nodes chunks and inputs chunk inputs in
@@ -60,6 +65,7 @@ func NewChunkGraphSized(n, edges int) *ChunkGraph {
 // instead of exhausting the process.
 func (g *ChunkGraph) SetLimit(nodes, inputs int64) {
 	g.maxNodes, g.maxInputs = clampInt(nodes), clampInt(inputs)
+	g.resolveRoom()
 }
 
 func clampInt(n int64) int {
@@ -93,8 +99,11 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 	if len(shape) > 255 {
 		return -1, fmt.Errorf("chunk of tileable %d: %d dimensions is more than 255", tileable, len(shape))
 	}
-	if err := g.checkRoom(1, len(inputs), len(shape)); err != nil {
-		return -1, fmt.Errorf("chunk of tileable %d: %w", tileable, err)
+	// checkRoom's common case, written out: AddNode is called per chunk.
+	if len(g.Nodes) >= g.roomNodes || len(g.inputs)+len(inputs) > g.roomInputs || len(g.shapes)+len(shape) > math.MaxUint32 {
+		if err := g.checkRoomSlow(1, len(inputs), len(shape)); err != nil {
+			return -1, fmt.Errorf("chunk of tileable %d: %w", tileable, err)
+		}
 	}
 	id := int32(len(g.Nodes))
 	for _, in := range inputs {
@@ -113,7 +122,9 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 	if len(g.inOff) == 0 {
 		g.inOff = append(g.inOff, 0) // a graph not made by NewChunkGraph
 	}
-	g.inputs = append(g.inputs, inputs...)
+	if len(inputs) > 0 { // a source has none: no copy call
+		g.inputs = append(g.inputs, inputs...)
+	}
 	g.inOff = append(g.inOff, uint32(len(g.inputs)))
 	if len(shape) == 1 { // most chunks: an append without a copy call
 		g.shapes = append(g.shapes, shape[0])
@@ -129,17 +140,45 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 // that would take the graph over its limit or overflow the 32-bit offsets
 // of its flat tables.
 func (g *ChunkGraph) checkRoom(n, nin, ndim int) error {
+	if len(g.Nodes)+n <= g.roomNodes && len(g.inputs)+nin <= g.roomInputs && len(g.shapes)+ndim <= math.MaxUint32 {
+		return nil
+	}
+	return g.checkRoomSlow(n, nin, ndim)
+}
+
+// checkRoomSlow is checkRoom from the limits themselves, for a graph whose
+// room is not resolved (not made by NewChunkGraph) or is at its end.
+func (g *ChunkGraph) checkRoomSlow(n, nin, ndim int) error {
+	if (g.maxNodes == 0 || len(g.Nodes)+n <= g.maxNodes) && (g.maxInputs == 0 || len(g.inputs)+nin <= g.maxInputs) &&
+		uint64(len(g.Nodes))+uint64(n) <= math.MaxInt32 &&
+		uint64(len(g.inputs))+uint64(nin) <= math.MaxUint32 &&
+		uint64(len(g.shapes))+uint64(ndim) <= math.MaxUint32 {
+		return nil
+	}
+	return g.roomError(n, nin)
+}
+
+// resolveRoom sets the room checkRoom compares with: the limits, or what
+// the 32-bit offsets of the tables allow.
+func (g *ChunkGraph) resolveRoom() {
+	g.roomNodes, g.roomInputs = math.MaxInt32, math.MaxUint32
+	if g.maxNodes > 0 {
+		g.roomNodes = min(g.roomNodes, g.maxNodes)
+	}
+	if g.maxInputs > 0 {
+		g.roomInputs = min(g.roomInputs, g.maxInputs)
+	}
+}
+
+// roomError is the error of checkRoom, which has found there is no room.
+func (g *ChunkGraph) roomError(n, nin int) error {
 	switch {
 	case g.maxNodes > 0 && len(g.Nodes)+n > g.maxNodes:
 		return Errorf(KindResourceExhausted, "the chunk graph is at its limit of %d chunks", g.maxNodes)
 	case g.maxInputs > 0 && len(g.inputs)+nin > g.maxInputs:
 		return Errorf(KindResourceExhausted, "the chunk graph is at its limit of %d chunk inputs", g.maxInputs)
-	case uint64(len(g.Nodes))+uint64(n) > math.MaxInt32,
-		uint64(len(g.inputs))+uint64(nin) > math.MaxUint32,
-		uint64(len(g.shapes))+uint64(ndim) > math.MaxUint32:
-		return Errorf(KindResourceExhausted, "the chunk graph is at the most its tables can index (%d chunks, %d inputs)", len(g.Nodes), len(g.inputs))
 	}
-	return nil
+	return Errorf(KindResourceExhausted, "the chunk graph is at the most its tables can index (%d chunks, %d inputs)", len(g.Nodes), len(g.inputs))
 }
 
 // AddRow appends n one-dimensional chunks of tileable that share op, args
