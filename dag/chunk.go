@@ -3,6 +3,7 @@ package dag
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // ChunkNode is one chunk of one tileable: an op run on a block of the
@@ -35,6 +36,9 @@ type ChunkGraph struct {
 	index  []int32
 
 	maxNodes, maxInputs int // 0: only what the flat tables' offsets allow
+	// What checkRoom compares with (resolveRoom): 0 in a graph not made
+	// by NewChunkGraph, which then checks the limits themselves.
+	roomNodes, roomInputs int
 }
 
 // NewChunkGraph returns an empty chunk graph with room for about n nodes.
@@ -43,13 +47,15 @@ func NewChunkGraph(n int) *ChunkGraph { return NewChunkGraphSized(n, 2*n) }
 // NewChunkGraphSized returns an empty chunk graph with room for about n
 // one-dimensional nodes and edges inputs.
 func NewChunkGraphSized(n, edges int) *ChunkGraph {
-	return &ChunkGraph{
-		Nodes:  make([]ChunkNode, 0, n),
-		inputs: make([]int32, 0, edges),
-		inOff:  append(make([]uint32, 0, n+1), 0),
-		shapes: make([]int64, 0, n),
-		index:  make([]int32, 0, n),
+	g := &ChunkGraph{
+		Nodes:  HugePages(make([]ChunkNode, 0, n)),
+		inputs: HugePages(make([]int32, 0, edges)),
+		inOff:  append(HugePages(make([]uint32, 0, n+1)), 0),
+		shapes: HugePages(make([]int64, 0, n)),
+		index:  HugePages(make([]int32, 0, n)),
 	}
+	g.resolveRoom()
+	return g
 }
 
 // SetLimit bounds the graph at nodes chunks and inputs chunk inputs in
@@ -59,6 +65,7 @@ func NewChunkGraphSized(n, edges int) *ChunkGraph {
 // instead of exhausting the process.
 func (g *ChunkGraph) SetLimit(nodes, inputs int64) {
 	g.maxNodes, g.maxInputs = clampInt(nodes), clampInt(inputs)
+	g.resolveRoom()
 }
 
 func clampInt(n int64) int {
@@ -92,8 +99,11 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 	if len(shape) > 255 {
 		return -1, fmt.Errorf("chunk of tileable %d: %d dimensions is more than 255", tileable, len(shape))
 	}
-	if err := g.checkRoom(len(inputs), len(shape)); err != nil {
-		return -1, fmt.Errorf("chunk of tileable %d: %w", tileable, err)
+	// checkRoom's common case, written out: AddNode is called per chunk.
+	if len(g.Nodes) >= g.roomNodes || len(g.inputs)+len(inputs) > g.roomInputs || len(g.shapes)+len(shape) > math.MaxUint32 {
+		if err := g.checkRoomSlow(1, len(inputs), len(shape)); err != nil {
+			return -1, fmt.Errorf("chunk of tileable %d: %w", tileable, err)
+		}
 	}
 	id := int32(len(g.Nodes))
 	for _, in := range inputs {
@@ -112,7 +122,9 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 	if len(g.inOff) == 0 {
 		g.inOff = append(g.inOff, 0) // a graph not made by NewChunkGraph
 	}
-	g.inputs = append(g.inputs, inputs...)
+	if len(inputs) > 0 { // a source has none: no copy call
+		g.inputs = append(g.inputs, inputs...)
+	}
 	g.inOff = append(g.inOff, uint32(len(g.inputs)))
 	if len(shape) == 1 { // most chunks: an append without a copy call
 		g.shapes = append(g.shapes, shape[0])
@@ -124,20 +136,186 @@ func (g *ChunkGraph) AddNode(op OpID, tileable, args int32, dt DType, inputs []i
 	return id, nil
 }
 
-// checkRoom refuses a node that would take the graph over its limit or
-// overflow the 32-bit offsets of its flat tables.
-func (g *ChunkGraph) checkRoom(nin, ndim int) error {
+// checkRoom refuses n nodes with nin inputs and ndim dimensions in all
+// that would take the graph over its limit or overflow the 32-bit offsets
+// of its flat tables.
+func (g *ChunkGraph) checkRoom(n, nin, ndim int) error {
+	if len(g.Nodes)+n <= g.roomNodes && len(g.inputs)+nin <= g.roomInputs && len(g.shapes)+ndim <= math.MaxUint32 {
+		return nil
+	}
+	return g.checkRoomSlow(n, nin, ndim)
+}
+
+// checkRoomSlow is checkRoom from the limits themselves, for a graph whose
+// room is not resolved (not made by NewChunkGraph) or is at its end.
+func (g *ChunkGraph) checkRoomSlow(n, nin, ndim int) error {
+	if (g.maxNodes == 0 || len(g.Nodes)+n <= g.maxNodes) && (g.maxInputs == 0 || len(g.inputs)+nin <= g.maxInputs) &&
+		uint64(len(g.Nodes))+uint64(n) <= math.MaxInt32 &&
+		uint64(len(g.inputs))+uint64(nin) <= math.MaxUint32 &&
+		uint64(len(g.shapes))+uint64(ndim) <= math.MaxUint32 {
+		return nil
+	}
+	return g.roomError(n, nin)
+}
+
+// resolveRoom sets the room checkRoom compares with: the limits, or what
+// the 32-bit offsets of the tables allow.
+func (g *ChunkGraph) resolveRoom() {
+	g.roomNodes, g.roomInputs = math.MaxInt32, math.MaxUint32
+	if g.maxNodes > 0 {
+		g.roomNodes = min(g.roomNodes, g.maxNodes)
+	}
+	if g.maxInputs > 0 {
+		g.roomInputs = min(g.roomInputs, g.maxInputs)
+	}
+}
+
+// roomError is the error of checkRoom, which has found there is no room.
+func (g *ChunkGraph) roomError(n, nin int) error {
 	switch {
-	case g.maxNodes > 0 && len(g.Nodes) >= g.maxNodes:
+	case g.maxNodes > 0 && len(g.Nodes)+n > g.maxNodes:
 		return Errorf(KindResourceExhausted, "the chunk graph is at its limit of %d chunks", g.maxNodes)
 	case g.maxInputs > 0 && len(g.inputs)+nin > g.maxInputs:
 		return Errorf(KindResourceExhausted, "the chunk graph is at its limit of %d chunk inputs", g.maxInputs)
-	case len(g.Nodes) >= math.MaxInt32,
-		uint64(len(g.inputs))+uint64(nin) > math.MaxUint32,
-		uint64(len(g.shapes))+uint64(ndim) > math.MaxUint32:
-		return Errorf(KindResourceExhausted, "the chunk graph is at the most its tables can index (%d chunks, %d inputs)", len(g.Nodes), len(g.inputs))
 	}
-	return nil
+	return Errorf(KindResourceExhausted, "the chunk graph is at the most its tables can index (%d chunks, %d inputs)", len(g.Nodes), len(g.inputs))
+}
+
+// AddRow appends n one-dimensional chunks of tileable that share op, args
+// and dt: chunk i of the row is at grid index i, has size sizes[i] (or
+// sizes[0], when sizes has one element, for every chunk) and reads
+// ins[0][i], ins[1][i], … (nothing when ins is empty). It returns the
+// first chunk's index; the row's chunks are first, first+1, … The graph
+// is then as if AddNode had added each chunk in turn, in a pass over
+// flat tables rather than a call per chunk. On an error it adds nothing.
+func (g *ChunkGraph) AddRow(op OpID, tileable, args int32, dt DType, n int, sizes []int64, ins [][]int32) (int32, error) {
+	first := int32(len(g.Nodes))
+	if n < 0 || n > 0 && len(sizes) != n && len(sizes) != 1 {
+		return -1, fmt.Errorf("row of tileable %d: %d sizes for %d chunks", tileable, len(sizes), n)
+	}
+	for _, in := range ins {
+		if len(in) < n {
+			return -1, fmt.Errorf("row of tileable %d: %d inputs for %d chunks", tileable, len(in), n)
+		}
+		for _, c := range in[:n] {
+			if c < 0 || c >= first {
+				return -1, fmt.Errorf("chunk of tileable %d: input %d is not an earlier chunk", tileable, c)
+			}
+		}
+	}
+	k := len(ins)
+	if err := g.checkRoom(n, n*k, n); err != nil {
+		return -1, fmt.Errorf("chunk of tileable %d: %w", tileable, err)
+	}
+	if n == 0 {
+		return first, nil
+	}
+	if len(g.inOff) == 0 {
+		g.inOff = append(g.inOff, 0) // a graph not made by NewChunkGraph
+	}
+	nodes := grow(&g.Nodes, n)
+	dim0 := uint32(len(g.shapes))
+	for i := range nodes {
+		nodes[i] = ChunkNode{Op: op, Tileable: tileable, Args: args, dim0: dim0 + uint32(i), ndim: 1, DType: dt}
+	}
+	in0 := uint32(len(g.inputs))
+	inputs := grow(&g.inputs, n*k)
+	for j, in := range ins {
+		for i, c := range in[:n] {
+			inputs[i*k+j] = c
+		}
+	}
+	off := grow(&g.inOff, n)
+	for i := range off {
+		off[i] = in0 + uint32((i+1)*k)
+	}
+	shapes := grow(&g.shapes, n)
+	if len(sizes) == n {
+		copy(shapes, sizes)
+	} else {
+		for i := range shapes {
+			shapes[i] = sizes[0]
+		}
+	}
+	index := grow(&g.index, n)
+	for i := range index {
+		index[i] = int32(i)
+	}
+	return first, nil
+}
+
+// AddAlike appends one chunk of tileable for each chunk of like, all with
+// op, args and dt: chunk i has the grid index and shape of like[i] and
+// reads ins[0][i], ins[1][i], … (nothing when ins is empty). It returns
+// the first chunk's index, as AddRow, and is AddNode for each chunk in
+// turn, in one pass. On an error it adds nothing.
+func (g *ChunkGraph) AddAlike(op OpID, tileable, args int32, dt DType, like []int32, ins [][]int32) (int32, error) {
+	first := int32(len(g.Nodes))
+	n := len(like)
+	ndim := 0
+	for _, c := range like {
+		if c < 0 || c >= first {
+			return -1, fmt.Errorf("chunk of tileable %d: chunk %d to copy is not an earlier chunk", tileable, c)
+		}
+		ndim += int(g.Nodes[c].ndim)
+	}
+	for _, in := range ins {
+		if len(in) < n {
+			return -1, fmt.Errorf("chunks of tileable %d: %d inputs for %d chunks", tileable, len(in), n)
+		}
+		for _, c := range in[:n] {
+			if c < 0 || c >= first {
+				return -1, fmt.Errorf("chunk of tileable %d: input %d is not an earlier chunk", tileable, c)
+			}
+		}
+	}
+	k := len(ins)
+	if err := g.checkRoom(n, n*k, ndim); err != nil {
+		return -1, fmt.Errorf("chunk of tileable %d: %w", tileable, err)
+	}
+	if n == 0 {
+		return first, nil
+	}
+	if len(g.inOff) == 0 {
+		g.inOff = append(g.inOff, 0) // a graph not made by NewChunkGraph
+	}
+	nodes := grow(&g.Nodes, n)
+	dim0 := uint32(len(g.shapes))
+	shapes, index := grow(&g.shapes, ndim), grow(&g.index, ndim)
+	d := uint32(0) // where chunk i's dimensions start in shapes and index
+	for i, c := range like {
+		src := &g.Nodes[c]
+		nd := uint32(src.ndim)
+		nodes[i] = ChunkNode{Op: op, Tileable: tileable, Args: args, dim0: dim0 + d, ndim: src.ndim, DType: dt}
+		if nd == 1 { // most chunks: no copy call
+			shapes[d] = g.shapes[src.dim0]
+			index[d] = g.index[src.dim0]
+		} else {
+			copy(shapes[d:d+nd], g.shapes[src.dim0:src.dim0+nd])
+			copy(index[d:d+nd], g.index[src.dim0:src.dim0+nd])
+		}
+		d += nd
+	}
+	in0 := uint32(len(g.inputs))
+	inputs := grow(&g.inputs, n*k)
+	for j, in := range ins {
+		for i, c := range in[:n] {
+			inputs[i*k+j] = c
+		}
+	}
+	off := grow(&g.inOff, n)
+	for i := range off {
+		off[i] = in0 + uint32((i+1)*k)
+	}
+	return first, nil
+}
+
+// grow lengthens *s by n elements and returns them, to be written: within
+// its capacity (a chunk graph sized for its job), without a copy.
+func grow[E any](s *[]E, n int) []E {
+	l := len(*s)
+	*s = slices.Grow(*s, n)[:l+n]
+	return (*s)[l:]
 }
 
 // Len returns the number of chunks.
@@ -227,7 +405,7 @@ func (c CSR) Rows() int {
 // a copy of it: a table of ten million rows is 40 MB less to allocate and
 // touch.
 func (c CSR) Invert(n int) CSR {
-	off := make([]int32, n+1)
+	off := HugePages(make([]int32, n+1))
 	if n == 0 {
 		return CSR{Off: off}
 	}
@@ -242,7 +420,7 @@ func (c CSR) Invert(n int) CSR {
 	for i := 2; i <= n; i++ {
 		off[i] += off[i-1]
 	}
-	dst := make([]int32, len(c.Dst))
+	dst := HugePages(make([]int32, len(c.Dst)))
 	for i := 0; i < c.Rows(); i++ {
 		for _, d := range c.Dst[c.Off[i]:c.Off[i+1]] {
 			dst[off[d+1]] = int32(i)

@@ -8,7 +8,10 @@
 // (TileableGraph.UnmarshalCBOR), and the Estimator capability through which
 // ops bound their tiling before it happens.
 //
-// dag does no I/O and starts no goroutines. It does not tile, fuse or schedule
+// dag does no I/O, but for HugePages, which reads the system's transparent
+// huge page setting once and advises the kernel on tables it is about to
+// fill; it starts no goroutines, but for GroupSubtasksThen's, which links
+// successors beside numbering outputs. It does not tile, fuse or schedule
 // (that is package lowering and runtime/head); it only defines what those
 // passes read and write.
 package dag

@@ -266,9 +266,9 @@ func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(
 	ng := groups.Rows()
 	g := &SubtaskGraph{
 		Chunks:   chunks,
-		Subtasks: make([]Subtask, ng),
-		Owner:    make([]int32, n),
-		OutIndex: make([]int32, n),
+		Subtasks: HugePages(make([]Subtask, ng)),
+		Owner:    HugePages(make([]int32, n)),
+		OutIndex: HugePages(make([]int32, n)),
 	}
 	if ng > 0 {
 		g.chunks = groups.Dst[:groups.Off[ng]] // the last subtask's chunks end at the table's end
@@ -289,8 +289,8 @@ func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(
 	// (OutIndex 0 until outputs are numbered below).
 	// A subtask has at most as many predecessors as its chunks have
 	// inputs: room for all of them spares growing the table by copies.
-	off := make([]int32, 1, ng+1)
-	dst := make([]int32, 0, chunks.Edges())
+	off := HugePages(make([]int32, 1, ng+1))
+	dst := HugePages(make([]int32, 0, chunks.Edges()))
 	ordered := true // every predecessor has a lower index than its subtask
 	for s := int32(0); s < int32(ng); s++ {
 		start := len(dst)
@@ -327,7 +327,7 @@ func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(
 			}
 		}()
 	}
-	g.outputs = make([]int32, 0, ng) // most subtasks export one chunk
+	g.outputs = HugePages(make([]int32, 0, ng)) // most subtasks export one chunk
 	for s := int32(0); s < int32(ng); s++ {
 		c0, c1 := groups.Off[s], groups.Off[s+1]
 		o0 := len(g.outputs)

@@ -67,13 +67,43 @@ func (tc *TileContext) NodeArgs() int32 {
 // AddChunk adds a chunk of this tileable.
 func (tc *TileContext) AddChunk(op OpID, args int32, dt DType, inputs []int32, index []int32, shape []int64) (int32, error) {
 	c, err := tc.Chunks.AddNode(op, tc.Node, args, dt, inputs, index, shape)
-	if errors.Is(err, ErrResourceExhausted) {
-		return -1, Errorf(KindResourceExhausted, "%s: %w", tc.Graph.Describe(tc.Node), err)
-	}
 	if err != nil {
-		return -1, tc.Errorf("%v", err)
+		return -1, tc.addError(err)
 	}
 	return c, nil
+}
+
+// AddRow adds n one-dimensional chunks of this tileable in one pass, as
+// ChunkGraph.AddRow: chunk i at grid index i, of size sizes[i] (or
+// sizes[0] for all), reading ins[0][i], ins[1][i], … It returns the first
+// chunk; the others follow it. Tilers of big one-dimensional grids use it
+// rather than AddChunk per chunk.
+func (tc *TileContext) AddRow(op OpID, args int32, dt DType, n int, sizes []int64, ins ...[]int32) (int32, error) {
+	c, err := tc.Chunks.AddRow(op, tc.Node, args, dt, n, sizes, ins)
+	if err != nil {
+		return -1, tc.addError(err)
+	}
+	return c, nil
+}
+
+// AddAlike adds a chunk of this tileable for each chunk of like, in one
+// pass, as ChunkGraph.AddAlike: chunk i with the grid index and shape of
+// like[i], reading ins[0][i], ins[1][i], … It returns the first chunk;
+// the others follow it.
+func (tc *TileContext) AddAlike(op OpID, args int32, dt DType, like []int32, ins ...[]int32) (int32, error) {
+	c, err := tc.Chunks.AddAlike(op, tc.Node, args, dt, like, ins)
+	if err != nil {
+		return -1, tc.addError(err)
+	}
+	return c, nil
+}
+
+// addError names the node being tiled in an error of the chunk graph.
+func (tc *TileContext) addError(err error) error {
+	if errors.Is(err, ErrResourceExhausted) {
+		return Errorf(KindResourceExhausted, "%s: %w", tc.Graph.Describe(tc.Node), err)
+	}
+	return tc.Errorf("%v", err)
 }
 
 // Reserve returns an ErrResourceExhausted error when n more chunks would

@@ -71,14 +71,14 @@ const (
 // (a third of the queueing, on the seed example), and the nodes met in a
 // walk are the queue itself, so a bitset of them is cleared from it.
 func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
-	raylet := make([]int32, g.n)
+	raylet := dag.HugePages(make([]int32, g.n))
 	for i := range raylet {
 		raylet[i] = -1
 	}
 	if len(slots) == 0 || len(initial) == 0 {
 		return raylet
 	}
-	state := make([]uint8, g.n)
+	state := dag.HugePages(make([]uint8, g.n))
 	for _, s := range initial {
 		state[s] = nodeWaiting
 	}
@@ -133,7 +133,7 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 			// by appending cost a fifth of the walks on the seed
 			// example. (A job of independent subtasks never walks.)
 			met = make([]uint64, (g.n+63)/64)
-			queue = make([]int32, 0, g.n-g.lo)
+			queue = dag.HugePages(make([]int32, 0, g.n-g.lo))
 		}
 		q[r] -= g.walk(initial[next], int32(r), q[r], spread, state, raylet, met, &queue)
 		byQuota.down(0) // r was the top; only its quota changed
@@ -143,13 +143,17 @@ func assignWalk(g walkGraph, initial []int32, slots []int) []int32 {
 // walk is one walk of assignWalk from start for raylet r with quota
 // quota: it returns how many initial nodes it gave r. It takes each node
 // (counts it, gives it r if it is initial) as the walk first meets it.
-// It reads the tables through local slices and one loop over a node's
-// predecessors then successors: a third faster than through methods and
-// a pair of rows.
+// It reads the tables through local slices, a node's predecessors and
+// then its successors in two loops of the same body, and queues into the
+// queue's whole capacity by index (a walk meets a node once at most):
+// with fewer values live in the loop, fewer spill to the stack
+// (callgrind: a tenth fewer instructions than one loop switching rows).
 func (g walkGraph) walk(start, r int32, quota, spread int, state []uint8, raylet []int32, met []uint64, queue *[]int32) int {
 	lo := g.lo
 	poff, pdst, soff, sdst := g.pred.Off, g.pred.Dst, g.succ.Off, g.succ.Dst
-	qu := append((*queue)[:0], start)
+	qu := (*queue)[:cap(*queue)]
+	qu[0] = start
+	tail := 1
 	met[start>>6] |= 1 << (start & 63)
 	// start is initial and unvisited: an initial node a walk visits gets a
 	// raylet then.
@@ -157,26 +161,21 @@ func (g walkGraph) walk(start, r int32, quota, spread int, state []uint8, raylet
 	raylet[start] = r
 	assigned, walked := 1, 1
 	if walked >= spread || assigned >= quota {
-		qu = qu[:0]
+		tail = 0
 	}
-bfs:
-	for h := 0; h < len(qu); h++ {
+	for h := 0; h < tail; h++ {
 		s := qu[h]
-		nbs, then := pdst[poff[s]:poff[s+1]], sdst[soff[s]:soff[s+1]]
-		for k := 0; ; k++ {
-			if k == len(nbs) {
-				if len(then) == 0 {
-					break
-				}
-				nbs, then, k = then, nil, 0
+		for _, nb := range pdst[poff[s]:poff[s+1]] {
+			if nb < lo {
+				continue
 			}
-			nb := nbs[k]
-			w, bit := nb>>6, uint64(1)<<(nb&63)
-			if nb < lo || met[w]&bit != 0 {
+			w, bit := uint32(nb)>>6, uint64(1)<<(uint32(nb)&63)
+			if met[w]&bit != 0 {
 				continue
 			}
 			met[w] |= bit
-			qu = append(qu, nb)
+			qu[tail] = nb
+			tail++
 			f := state[nb]
 			if f&nodeVisited != 0 {
 				continue // passed through, not counted again
@@ -188,10 +187,37 @@ bfs:
 				assigned++
 			}
 			if walked >= spread || assigned >= quota {
-				break bfs
+				goto done
+			}
+		}
+		for _, nb := range sdst[soff[s]:soff[s+1]] { // the same, over the successors
+			if nb < lo {
+				continue
+			}
+			w, bit := uint32(nb)>>6, uint64(1)<<(uint32(nb)&63)
+			if met[w]&bit != 0 {
+				continue
+			}
+			met[w] |= bit
+			qu[tail] = nb
+			tail++
+			f := state[nb]
+			if f&nodeVisited != 0 {
+				continue
+			}
+			state[nb] = nodeVisited
+			walked++
+			if f&nodeWaiting != 0 {
+				raylet[nb] = r
+				assigned++
+			}
+			if walked >= spread || assigned >= quota {
+				goto done
 			}
 		}
 	}
+done:
+	qu = qu[:tail]
 	if len(qu) > len(met)/8 {
 		clear(met)
 	} else {
@@ -341,7 +367,7 @@ func assignSubtasks(sg *dag.SubtaskGraph, slots []int) {
 // only sg's Preds, Succs and len(Subtasks).
 func initialRaylets(sg *dag.SubtaskGraph, slots []int) []int32 {
 	n := len(sg.Subtasks)
-	initial := make([]int32, 0, n) // at most all; freed once assigned
+	initial := dag.HugePages(make([]int32, 0, n)) // at most all; freed once assigned
 	for s := range n {
 		if sg.Preds.Off[s] == sg.Preds.Off[s+1] {
 			initial = append(initial, int32(s))

@@ -57,9 +57,9 @@ func ParseFusion(s string) (Fusion, error) {
 // soleUsers(cg) (unused, and may be nil, with FuseNone).
 func fuseChains(cg *dag.ChunkGraph, sole []int32, lo int32, mode Fusion) dag.CSR {
 	n := int32(cg.Len())
-	grouped := make([]bool, n)
-	off := make([]int32, 1, n-lo+1)
-	dst := make([]int32, 0, n-lo)
+	grouped := dag.HugePages(make([]bool, n))
+	off := dag.HugePages(make([]int32, 1, n-lo+1))
+	dst := dag.HugePages(make([]int32, 0, n-lo))
 	for c := lo; c < n; c++ {
 		if grouped[c] {
 			continue
@@ -92,7 +92,7 @@ func fuseChains(cg *dag.ChunkGraph, sole []int32, lo int32, mode Fusion) dag.CSR
 func soleUsers(cg *dag.ChunkGraph) []int32 {
 	const none, many = -1, -2
 	n := int32(cg.Len())
-	sole := make([]int32, n)
+	sole := dag.HugePages(make([]int32, n))
 	for i := range sole {
 		sole[i] = none
 	}

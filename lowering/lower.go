@@ -132,8 +132,11 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 
 	// Export results, and what untiled nodes will read: beside finding
 	// each chunk's sole user for chain fusion, which reads only cg.
-	export := make([]bool, cg.Len())
-	keep := make([]bool, cg.Len())
+	export := dag.HugePages(make([]bool, cg.Len()))
+	var keep []bool // what later stages read: none after the last
+	if !complete {
+		keep = dag.HugePages(make([]bool, cg.Len()))
+	}
 	marked := make(chan struct{})
 	go func() {
 		defer close(marked)
@@ -215,16 +218,19 @@ func (t *Tiled) NextStage(task dag.TaskID, opts Options, alloc Allocate) (*Plan,
 	return p, nil
 }
 
-// markExports sets export and keep (indexed by this stage's chunks: a
-// chunk c >= lo of the job is nf + c - lo) for the chunks of the job's
-// tiled outputs and the tiled inputs of untiled nodes.
+// markExports sets export and keep (unless keep is nil: a final stage
+// keeps nothing for later ones), indexed by this stage's chunks (a chunk
+// c >= lo of the job is nf + c - lo), for the chunks of the job's tiled
+// outputs and the tiled inputs of untiled nodes.
 func (t *Tiled) markExports(export, keep []bool, lo, nf int32) {
 	local := func(c int32) int32 { return nf + c - lo } // of a chunk of this stage
 	mark := func(grid *dag.Grid) {
 		for _, c := range grid.Chunks {
 			if c >= lo {
 				export[local(c)] = true
-				keep[local(c)] = true
+				if keep != nil {
+					keep[local(c)] = true
+				}
 			}
 		}
 	}
@@ -271,10 +277,12 @@ func (t *Tiled) finishStage(sg *dag.SubtaskGraph, cg *dag.ChunkGraph, fetch []in
 			}
 		}
 	}
-	for c := nf; c < int32(cg.Len()); c++ {
-		if keep[c] && !complete {
-			id, _ := sg.ObjectOf(c)
-			p.Keep = append(p.Keep, id)
+	if !complete {
+		for c := nf; c < int32(cg.Len()); c++ {
+			if keep[c] {
+				id, _ := sg.ObjectOf(c)
+				p.Keep = append(p.Keep, id)
+			}
 		}
 	}
 	t.lowered = hi
@@ -329,7 +337,7 @@ func (t *Tiled) result(o int32, objectsOf func([]int32, []dag.ObjectID) int) (Re
 		Node:    o,
 		Meta:    dag.Meta{DType: g.Nodes[o].DType, Shape: append([]int64(nil), g.Nodes[o].Shape...)},
 		NSplits: make([][]int64, len(grid.NSplits)),
-		Objects: make([]dag.ObjectID, len(grid.Chunks)),
+		Objects: dag.HugePages(make([]dag.ObjectID, len(grid.Chunks))),
 	}
 	for d, s := range grid.NSplits {
 		r.NSplits[d] = s[:len(s):len(s)]

@@ -540,17 +540,19 @@ func tileElementwise(tc *dag.TileContext, dt dag.DType) error {
 		}
 	}
 	if same { // the common case: no broadcasting, no rechunking
-		grid := &dag.Grid{NSplits: g0.NSplits, Chunks: make([]int32, len(g0.Chunks))}
-		var in [8]int32
-		for j, src := range g0.Chunks {
-			for i := range k {
-				in[i] = tc.Inputs[i].Chunks[j]
-			}
-			c, err := tc.AddChunk(n.Op, args, dt, in[:k], tc.Chunks.Index(src), tc.Chunks.Shape(src))
-			if err != nil {
-				return err
-			}
-			grid.Chunks[j] = c
+		// Chunk j reads chunk j of every input, at its index and of its
+		// shape: added in one pass.
+		ins := make([][]int32, k)
+		for i := range k {
+			ins[i] = tc.Inputs[i].Chunks
+		}
+		first, err := tc.AddAlike(n.Op, args, dt, g0.Chunks, ins...)
+		if err != nil {
+			return err
+		}
+		grid := &dag.Grid{NSplits: g0.NSplits, Chunks: dag.HugePages(make([]int32, len(g0.Chunks)))}
+		for j := range grid.Chunks {
+			grid.Chunks[j] = first + int32(j)
 		}
 		tc.SetGrid(grid)
 		return nil

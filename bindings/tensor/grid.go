@@ -29,7 +29,7 @@ func splits(n, c int64) []int64 {
 		return []int64{0}
 	}
 	k := dag.ChunksAlong(n, c)
-	s := make([]int64, k)
+	s := dag.HugePages(make([]int64, k))
 	for i := range s {
 		s[i] = c
 	}
@@ -41,7 +41,7 @@ func splits(n, c int64) []int64 {
 
 // offsets returns the start of every chunk of s and, last, the total.
 func offsets(s []int64) []int64 {
-	o := make([]int64, len(s)+1)
+	o := dag.HugePages(make([]int64, len(s)+1))
 	for i, c := range s {
 		o[i+1] = o[i] + c
 	}
@@ -126,17 +126,34 @@ func tileSource(tc *dag.TileContext, nsplits [][]int64, dt dag.DType, chunkArgs 
 		return tc.Errorf("takes no inputs, has %d", len(n.Inputs))
 	}
 	total := 1
-	offs := make([][]int64, len(nsplits))
-	for d, s := range nsplits {
+	for _, s := range nsplits {
 		total *= len(s)
-		offs[d] = offsets(s)
+	}
+	grid := &dag.Grid{NSplits: nsplits, Chunks: dag.HugePages(make([]int32, 0, total))}
+	tc.SetGrid(grid)
+	if chunkArgs == nil && len(nsplits) == 1 {
+		// A vector of chunks sharing the node's args (most sources): one
+		// row, added in one pass.
+		first, err := tc.AddRow(n.Op, tc.NodeArgs(), dt, total, nsplits[0])
+		if err != nil {
+			return err
+		}
+		for j := range int32(total) {
+			grid.Chunks = append(grid.Chunks, first+j)
+		}
+		return nil
 	}
 	var args int32
+	var offs [][]int64
 	if chunkArgs == nil {
 		args = tc.NodeArgs()
+	} else {
+		offs = make([][]int64, len(nsplits))
+		for d, s := range nsplits {
+			offs[d] = offsets(s)
+		}
 	}
 	off := make([]int64, len(nsplits))
-	grid := &dag.Grid{NSplits: nsplits, Chunks: make([]int32, 0, total)}
 	err := forEachChunk(nsplits, func(idx []int32, shape []int64) error {
 		a := args
 		if chunkArgs != nil {
@@ -152,7 +169,6 @@ func tileSource(tc *dag.TileContext, nsplits [][]int64, dt dag.DType, chunkArgs 
 		grid.Chunks = append(grid.Chunks, c)
 		return err
 	})
-	tc.SetGrid(grid)
 	return err
 }
 
