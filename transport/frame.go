@@ -91,12 +91,15 @@ const (
 	keepBodyBuffer = 4 << 10 // small bodies reuse fr.buf; larger ones come from bodyPools
 )
 
-// bodyPools hold buffers for bodies the read loops consume themselves,
-// larger than a session keeps, by size class: 64 KiB, 256 KiB, 1 MiB. A
-// session that kept the largest body it ever read (a pull reply of a
-// thousand specs) held it while idle, and a head with a thousand raylets
-// held a thousand such buffers, each cold when next used; shared, the few
-// read loops decoding at once reuse warm ones.
+// bodyPools hold buffers for bodies larger than a session keeps, by size
+// class: 64 KiB, 256 KiB, 1 MiB. A session that kept the largest body it
+// ever read (a pull reply of a thousand specs) held it while idle, and a
+// head with a thousand raylets held a thousand such buffers, each cold
+// when next used; and a request's body, allocated for its call, was a
+// large allocation each time (a pull carrying a thousand completions),
+// whose growth of the heap the runtime paid for by returning pages to the
+// system as it went. Shared, the few bodies in use at once reuse warm
+// buffers.
 var bodyPools = [...]struct {
 	size int
 	pool sync.Pool
@@ -136,13 +139,8 @@ func (fr *frameReader) body(n uint32) ([]byte, error) {
 		}
 		b = fr.buf[:n]
 	case k >= 0:
-		p, _ := bodyPools[k].pool.Get().(*[]byte)
-		if p == nil {
-			buf := make([]byte, bodyPools[k].size)
-			p = &buf
-		}
-		fr.pooled = p
-		b = (*p)[:n]
+		fr.pooled = getBody(k)
+		b = (*fr.pooled)[:n]
 	default:
 		b = make([]byte, n)
 	}
@@ -156,21 +154,41 @@ func (fr *frameReader) body(n uint32) ([]byte, error) {
 // done gives back the pooled buffer of the last body, if it had one: the
 // read loop consumed it.
 func (fr *frameReader) done() {
-	if fr.pooled == nil {
-		return
-	}
-	k := bodyClass(cap(*fr.pooled))
-	bodyPools[k].pool.Put(fr.pooled)
+	putBody(fr.pooled)
 	fr.pooled = nil
 }
 
-// ownedBody reads an n-byte body into a new slice the caller keeps.
-func (fr *frameReader) ownedBody(n uint32) ([]byte, error) {
-	b := make([]byte, n)
-	if _, err := io.ReadFull(fr.r, b); err != nil {
-		return nil, midFrame(err)
+// ownedBody reads an n-byte body into a slice the caller owns: its own
+// when small, else a pooled buffer (pooled non-nil) that the caller gives
+// back with putBody once done with the body.
+func (fr *frameReader) ownedBody(n uint32) (b []byte, pooled *[]byte, err error) {
+	if k := bodyClass(int(n)); int(n) > keepBodyBuffer && k >= 0 {
+		pooled = getBody(k)
+		b = (*pooled)[:n]
+	} else {
+		b = make([]byte, n)
 	}
-	return b, nil
+	if _, err := io.ReadFull(fr.r, b); err != nil {
+		putBody(pooled)
+		return nil, nil, midFrame(err)
+	}
+	return b, pooled, nil
+}
+
+// getBody takes a buffer of size class k from its pool.
+func getBody(k int) *[]byte {
+	if p, _ := bodyPools[k].pool.Get().(*[]byte); p != nil {
+		return p
+	}
+	b := make([]byte, bodyPools[k].size)
+	return &b
+}
+
+// putBody gives a pooled body buffer back (nil: none).
+func putBody(p *[]byte) {
+	if p != nil {
+		bodyPools[bodyClass(cap(*p))].pool.Put(p)
+	}
 }
 
 // discard skips an n-byte body that is over the cap.
@@ -225,13 +243,23 @@ type Encoded struct{ b *bytes.Buffer }
 // Encode appends a's encoding to a new Encoded.
 func Encode(a codec.Appender) (*Encoded, error) {
 	e := &Encoded{b: getBuf(headerSize)}
-	out, err := a.AppendCBOR(e.b.AvailableBuffer())
-	if err != nil {
+	if err := appendTo(e.b, a); err != nil {
 		e.Discard()
 		return nil, err
 	}
-	e.b.Write(out) // within the buffer's room, a copy onto itself: none
 	return e, nil
+}
+
+// appendTo appends a's encoding to b in place: a encodes after b's bytes,
+// and b takes the result as its own, whether it fit b's room or a grew it
+// (writing it back would copy it once more, and grow b as a grew it).
+func appendTo(b *bytes.Buffer, a codec.Appender) error {
+	out, err := a.AppendCBOR(b.Bytes())
+	if err != nil {
+		return err
+	}
+	*b = *bytes.NewBuffer(out)
+	return nil
 }
 
 // Len is the encoding's length in bytes.
@@ -255,12 +283,7 @@ func encodeInto(b *bytes.Buffer, v any) error {
 		return nil
 	}
 	if a, ok := v.(codec.Appender); ok {
-		out, err := a.AppendCBOR(b.AvailableBuffer())
-		if err != nil {
-			return err
-		}
-		b.Write(out)
-		return nil
+		return appendTo(b, a)
 	}
 	if bufEnc != nil {
 		return bufEnc.MarshalToBuffer(v, b)
@@ -275,9 +298,8 @@ func encodeInto(b *bytes.Buffer, v any) error {
 
 // Body is the CBOR body of an incoming request or one-way message.
 //
-// A request's Body belongs to the handler. A one-way message's Body is only
-// valid until HandleMessage returns (its bytes are reused); Decode copies
-// what it keeps.
+// A Body is valid until the handler returns (HandleCall or HandleMessage):
+// its bytes are reused after. Decode copies what it keeps.
 type Body struct {
 	raw    []byte
 	method Method

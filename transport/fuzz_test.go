@@ -68,7 +68,9 @@ func FuzzFrameStream(f *testing.F) {
 			case h.length > maxBody:
 				err = fr.discard(h.length)
 			case h.typ == frameRequest:
-				_, err = fr.ownedBody(h.length)
+				var pooled *[]byte
+				_, pooled, err = fr.ownedBody(h.length)
+				putBody(pooled)
 			default:
 				var body []byte
 				body, err = fr.body(h.length)

@@ -486,24 +486,26 @@ func (s *Session) readRequest(fr *frameReader, h header) error {
 	if !ok {
 		return errClosedWaiting
 	}
-	raw, err := fr.ownedBody(h.length)
+	raw, pooled, err := fr.ownedBody(h.length)
 	if err != nil {
 		s.release(h.length, share)
 		return err
 	}
 	if !s.waitServed() {
+		putBody(pooled)
 		s.release(h.length, share)
 		return errNotServing
 	}
 	if s.inflight.Add(1) > int64(s.cfg.MaxInflightCalls) {
 		s.inflight.Add(-1)
+		putBody(pooled)
 		s.release(h.length, share)
 		go s.replyError(h.id, h.method, CodeResourceExhausted, fmt.Sprintf(
 			"%s refused: node %q is already running %d calls from this session; retry later",
 			h.method, s.cfg.NodeID, s.cfg.MaxInflightCalls))
 		return nil
 	}
-	calls.run(callJob{s: s, m: h.method, id: h.id, raw: raw, share: share})
+	calls.run(callJob{s: s, m: h.method, id: h.id, raw: raw, pooled: pooled, share: share})
 	return nil
 }
 
@@ -589,10 +591,12 @@ func (s *Session) decodeResponse(c *call, typ frameType, raw []byte) error {
 	return nil
 }
 
-// runCall runs one incoming request and writes its response.
-func (s *Session) runCall(m Method, id uint64, raw []byte, share int64) {
+// runCall runs one incoming request and writes its response. raw is in
+// pooled when pooled is not nil.
+func (s *Session) runCall(m Method, id uint64, raw []byte, pooled *[]byte, share int64) {
 	defer s.inflight.Add(-1)
 	result, err := s.invoke(m, raw)
+	putBody(pooled)
 	s.release(uint32(len(raw)), share) // the handler is done with the request
 	if err != nil {
 		s.replyError(id, m, codeOf(err), err.Error())

@@ -614,7 +614,10 @@ func TestKeepaliveDetectsSilentPeer(t *testing.T) {
 // (Encode, into a pooled frame buffer); it arrives as if the session had
 // encoded it, for concurrent calls of many sizes, and every buffer goes
 // back to the pool once (a buffer given back twice would carry two
-// frames at once, and some answer would arrive corrupt).
+// frames at once, and some answer would arrive corrupt). The requests,
+// of every body size, arrive in pooled buffers too, given back only once
+// their handler returned: one given back before would be read into while
+// its handler decodes it.
 func TestEncodedResponse(t *testing.T) {
 	nets(t, testConfig, func(t *testing.T, mk func(string, *logRecorder) Config) {
 		ts := startServer(t, mk("srv", nil), newTestHandler())

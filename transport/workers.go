@@ -15,16 +15,17 @@ import (
 // at most a cap of them live, and a call that finds none waiting gets a
 // goroutine of its own, which then stays if there is room.
 var calls = newWorkerPool(max(16, 8*runtime.GOMAXPROCS(0)), 30*time.Second, func(j callJob) {
-	j.s.runCall(j.m, j.id, j.raw, j.share)
+	j.s.runCall(j.m, j.id, j.raw, j.pooled, j.share)
 })
 
 // callJob is one incoming call for a worker.
 type callJob struct {
-	s     *Session
-	m     Method
-	id    uint64
-	raw   []byte
-	share int64
+	s      *Session
+	m      Method
+	id     uint64
+	raw    []byte
+	pooled *[]byte // raw's pooled buffer, nil if raw is its own
+	share  int64
 }
 
 // workerPool runs jobs on goroutines that wait between jobs.

@@ -253,7 +253,7 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 		retry backoff.Backoff
 	)
 	for c.ctx.Err() == nil {
-		pull.Done = done.done
+		pull.Done = done.completions()
 		start := time.Now()
 		rep.reset()
 		if err := lc.Call(c.ctx, wire.MethodPull, pull, &rep); err != nil {
@@ -267,22 +267,18 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 		}
 		retry = backoff.Backoff{}
 		c.pulls.Add(1)
-		if len(done.done) > 0 && len(rep.done) > 0 {
+		sent, got := len(done.completions()), len(rep.completions())
+		if sent > 0 && got > 0 {
 			// A pull that carried completions and got work: one that
 			// carried none may have waited at the head for a job to come.
 			c.lat.add(time.Since(start))
 		}
-		c.done.Add(int64(len(done.done)))
+		c.done.Add(int64(sent))
 		if rep.free > 0 {
 			c.countFreed(rep.free)
 		}
+		done.release() // encoded and sent
 		rep, done = done, rep
-		if len(done.done) == 0 {
-			// Idle: let go of the buffers the last batch grew, so that
-			// the process heap after a job is the head's, not a
-			// thousand raylets' completions.
-			rep, done = simReply{}, simReply{}
-		}
 	}
 }
 
@@ -290,19 +286,50 @@ func (c *Cluster) pullLoop(lc *leader.Conn) {
 // completions it will report, one per subtask, each with outputs of the
 // size the head estimated, and the count of objects to free. The reply is
 // decoded whole, by wire's own decoder, into a PullReply taken from a pool
-// for the decode alone: a thousand simulated raylets then keep a thousand
-// sets of completions, not a thousand decoded replies, and the few replies
-// being decoded at once stay warm.
+// for the decode alone, and the completions go into buffers taken from a
+// pool of their own until the pull that carries them is sent. A thousand
+// simulated raylets thus share the few sets of buffers in use at once:
+// each keeping its own, or letting them go when idle, had a wave of a job
+// write a thousand cold sets (the heap figures are meant to be the
+// head's, and on this machine fresh pages cost a fault each).
 type simReply struct {
-	done  []wire.Completion
-	sizes []int64
-	free  int
+	buf  *simBuf // nil while it holds no completions
+	free int
 }
 
-var replies = sync.Pool{New: func() any { return new(wire.PullReply) }}
+type simBuf struct {
+	done  []wire.Completion
+	sizes []int64
+}
+
+var (
+	replies = sync.Pool{New: func() any { return new(wire.PullReply) }}
+	simBufs = sync.Pool{New: func() any { return new(simBuf) }}
+)
+
+func (r *simReply) completions() []wire.Completion {
+	if r.buf == nil {
+		return nil
+	}
+	return r.buf.done
+}
 
 func (r *simReply) reset() {
-	r.done, r.sizes, r.free = r.done[:0], r.sizes[:0], 0
+	r.free = 0
+	if r.buf != nil {
+		r.buf.done, r.buf.sizes = r.buf.done[:0], r.buf.sizes[:0]
+	}
+}
+
+// release gives the completions' buffers back to the pool.
+func (r *simReply) release() {
+	if r.buf != nil {
+		clear(r.buf.done) // hold no sizes of the last batch
+		r.buf.done, r.buf.sizes = r.buf.done[:0], r.buf.sizes[:0]
+		simBufs.Put(r.buf)
+		r.buf = nil
+	}
+	r.free = 0
 }
 
 // DecodeCBOR is called by the session's read loop with the reply's bytes.
@@ -314,18 +341,26 @@ func (r *simReply) DecodeCBOR(data []byte) error {
 		return err
 	}
 	r.free = len(pr.Free)
+	if len(pr.Subtasks) == 0 {
+		return nil
+	}
+	if r.buf == nil {
+		r.buf = simBufs.Get().(*simBuf)
+	}
+	b := r.buf
 	n := 0
 	for k := range pr.Subtasks {
 		n += len(pr.Subtasks[k].Outputs)
 	}
-	r.sizes = slices.Grow(r.sizes[:0], n)
+	b.sizes = slices.Grow(b.sizes[:0], n)
+	b.done = slices.Grow(b.done[:0], len(pr.Subtasks))
 	for k := range pr.Subtasks {
 		sp := &pr.Subtasks[k]
-		s0 := len(r.sizes)
+		s0 := len(b.sizes)
 		for range sp.Outputs {
-			r.sizes = append(r.sizes, max(1, sp.OutputBytes/int64(len(sp.Outputs))))
+			b.sizes = append(b.sizes, max(1, sp.OutputBytes/int64(len(sp.Outputs))))
 		}
-		r.done = append(r.done, wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: r.sizes[s0:len(r.sizes):len(r.sizes)]})
+		b.done = append(b.done, wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: b.sizes[s0:len(b.sizes):len(b.sizes)]})
 	}
 	return nil
 }
