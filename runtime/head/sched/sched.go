@@ -290,7 +290,8 @@ type jobPolicy struct {
 }
 
 // AddJob starts scheduling a lowered job. rayletOf maps the plan's raylet
-// indexes (from AliveSlots) to scheduler raylets.
+// indexes (from AliveSlots, which lists each raylet once) to scheduler
+// raylets.
 func (s *scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, pol jobPolicy, rayletOf []Raylet) *schedEffects {
 	fx := s.begin()
 	key := StageKey{task, plan.Stage.Stage}
@@ -383,47 +384,48 @@ func (s *scheduler) assigned(j *stage, i int32, rayletOf []Raylet) Raylet {
 // (priority, then sequence), so the queue pops exactly as before.
 func (s *scheduler) queueAssigned(j *stage, rayletOf []Raylet) bool {
 	n := int32(j.sg.Len())
-	var order []Raylet // raylets by their first READY subtask
-	added := map[Raylet]int{}
+	var order []int32                     // the plan's raylet indexes, by their first READY subtask
+	added := make([]int32, len(rayletOf)) // READY subtasks, by the plan's raylet index
 	for i := int32(0); i < n; i++ {
 		if j.waiting[i] != 0 || j.state[i] != Unscheduled {
 			continue
 		}
-		r := s.assigned(j, i, rayletOf)
-		if r < 0 {
+		if s.assigned(j, i, rayletOf) < 0 {
 			return false
 		}
-		if added[r] == 0 {
-			order = append(order, r)
+		a := j.sg.Subtasks[i].Raylet
+		if added[a] == 0 {
+			order = append(order, a)
 		}
-		added[r]++
+		added[a]++
 	}
 	// The entries go past each queue's length first: a queue's length is
 	// its raylet's key in the heaps of raylets, which are fixed one
-	// raylet at a time (several keys changed at once cannot be).
-	next := make(map[Raylet]int, len(order))
-	for _, r := range order {
-		q := &s.raylets[r].queue
-		*q = slices.Grow(*q, added[r])
-		next[r] = len(*q)
+	// raylet at a time (several keys changed at once cannot be). next[a]
+	// is where plan index a's entries go.
+	next := make([][]entry, len(rayletOf))
+	for _, a := range order {
+		q := &s.raylets[rayletOf[a]].queue
+		*q = slices.Grow(*q, int(added[a]))
+		next[a] = (*q)[len(*q) : len(*q)+int(added[a])]
 	}
 	for i := int32(0); i < n; i++ {
 		if j.waiting[i] != 0 || j.state[i] != Unscheduled {
 			continue
 		}
-		r := s.assigned(j, i, rayletOf)
+		a := j.sg.Subtasks[i].Raylet
 		j.state[i] = Ready
-		j.where[i] = r
+		j.where[i] = rayletOf[a]
 		s.seq++
 		j.qseq[i] = s.seq
-		q := s.raylets[r].queue
-		q[:cap(q)][next[r]] = entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority}
-		next[r]++
+		next[a][0] = entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority}
+		next[a] = next[a][1:]
 	}
-	for _, r := range order {
+	for _, a := range order {
+		r := rayletOf[a]
 		q := &s.raylets[r].queue
-		*q = (*q)[:next[r]]
-		q.fixAppended(added[r])
+		*q = (*q)[:len(*q)+int(added[a])]
+		q.fixAppended(int(added[a]))
 		s.touch(r)
 		s.wake(r)
 	}
