@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCLISimRayletsWarmup runs phobos bench --sim-raylets on a tiny job,
+// with its default warm-up and without: the measured run reports how
+// many ran before it, and the first run's rate (cold_per_sec) exactly when
+// there was one. A negative --sim-warmup is a usage error.
+func TestCLISimRayletsWarmup(t *testing.T) {
+	bin := buildPhobos(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		flags  []string
+		warmup int
+	}{{nil, 1}, {[]string{"--sim-warmup", "0"}, 0}, {[]string{"--sim-warmup", "2"}, 2}} {
+		args := append([]string{"bench", "--sim-raylets", "3", "--sim-slots", "2", "--scale", "0.002", "--only", "independent", "--json"}, tc.flags...)
+		out, err := exec.CommandContext(ctx, bin, args...).Output()
+		if err != nil {
+			t.Fatalf("phobos %s: %v", strings.Join(args, " "), err)
+		}
+		var r struct {
+			Name       string
+			Job        string
+			N          int64
+			PerSec     float64 `json:"per_sec"`
+			WarmupRuns int     `json:"warmup_runs"`
+			ColdPerSec float64 `json:"cold_per_sec"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("%v: output %q: %v", tc.flags, out, err)
+		}
+		if r.Name != "sim_raylets" || r.Job != "independent" || r.N != 2000 || r.PerSec <= 0 {
+			t.Fatalf("%v: implausible result %+v", tc.flags, r)
+		}
+		if r.WarmupRuns != tc.warmup || (r.ColdPerSec > 0) != (tc.warmup > 0) {
+			t.Fatalf("%v: warmup_runs %d, cold_per_sec %v; want %d warm-up runs", tc.flags, r.WarmupRuns, r.ColdPerSec, tc.warmup)
+		}
+	}
+	err := exec.CommandContext(ctx, bin, "bench", "--sim-raylets", "3", "--sim-warmup", "-1").Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("--sim-warmup -1: %v, want a usage error (exit 2)", err)
+	}
+}
