@@ -193,15 +193,8 @@ func (g *ChunkGraph) AddRow(op OpID, tileable, args int32, dt DType, n int, size
 	if n < 0 || n > 0 && len(sizes) != n && len(sizes) != 1 {
 		return -1, fmt.Errorf("row of tileable %d: %d sizes for %d chunks", tileable, len(sizes), n)
 	}
-	for _, in := range ins {
-		if len(in) < n {
-			return -1, fmt.Errorf("row of tileable %d: %d inputs for %d chunks", tileable, len(in), n)
-		}
-		for _, c := range in[:n] {
-			if c < 0 || c >= first {
-				return -1, fmt.Errorf("chunk of tileable %d: input %d is not an earlier chunk", tileable, c)
-			}
-		}
+	if err := checkRowInputs(tileable, first, n, ins); err != nil {
+		return -1, err
 	}
 	k := len(ins)
 	if err := g.checkRoom(n, n*k, n); err != nil {
@@ -218,17 +211,7 @@ func (g *ChunkGraph) AddRow(op OpID, tileable, args int32, dt DType, n int, size
 	for i := range nodes {
 		nodes[i] = ChunkNode{Op: op, Tileable: tileable, Args: args, dim0: dim0 + uint32(i), ndim: 1, DType: dt}
 	}
-	in0 := uint32(len(g.inputs))
-	inputs := grow(&g.inputs, n*k)
-	for j, in := range ins {
-		for i, c := range in[:n] {
-			inputs[i*k+j] = c
-		}
-	}
-	off := grow(&g.inOff, n)
-	for i := range off {
-		off[i] = in0 + uint32((i+1)*k)
-	}
+	g.appendRowInputs(n, ins)
 	shapes := grow(&g.shapes, n)
 	if len(sizes) == n {
 		copy(shapes, sizes)
@@ -259,15 +242,8 @@ func (g *ChunkGraph) AddAlike(op OpID, tileable, args int32, dt DType, like []in
 		}
 		ndim += int(g.Nodes[c].ndim)
 	}
-	for _, in := range ins {
-		if len(in) < n {
-			return -1, fmt.Errorf("chunks of tileable %d: %d inputs for %d chunks", tileable, len(in), n)
-		}
-		for _, c := range in[:n] {
-			if c < 0 || c >= first {
-				return -1, fmt.Errorf("chunk of tileable %d: input %d is not an earlier chunk", tileable, c)
-			}
-		}
+	if err := checkRowInputs(tileable, first, n, ins); err != nil {
+		return -1, err
 	}
 	k := len(ins)
 	if err := g.checkRoom(n, n*k, ndim); err != nil {
@@ -296,6 +272,30 @@ func (g *ChunkGraph) AddAlike(op OpID, tileable, args int32, dt DType, like []in
 		}
 		d += nd
 	}
+	g.appendRowInputs(n, ins)
+	return first, nil
+}
+
+// checkRowInputs checks the inputs of n chunks added at first: each of ins
+// has one for every chunk, and each names an earlier chunk.
+func checkRowInputs(tileable, first int32, n int, ins [][]int32) error {
+	for _, in := range ins {
+		if len(in) < n {
+			return fmt.Errorf("chunks of tileable %d: %d inputs for %d chunks", tileable, len(in), n)
+		}
+		for _, c := range in[:n] {
+			if c < 0 || c >= first {
+				return fmt.Errorf("chunk of tileable %d: input %d is not an earlier chunk", tileable, c)
+			}
+		}
+	}
+	return nil
+}
+
+// appendRowInputs appends the inputs of n chunks just added, chunk i
+// reading ins[0][i], ins[1][i], …, in the room checkRoom found.
+func (g *ChunkGraph) appendRowInputs(n int, ins [][]int32) {
+	k := len(ins)
 	in0 := uint32(len(g.inputs))
 	inputs := grow(&g.inputs, n*k)
 	for j, in := range ins {
@@ -307,7 +307,6 @@ func (g *ChunkGraph) AddAlike(op OpID, tileable, args int32, dt DType, like []in
 	for i := range off {
 		off[i] = in0 + uint32((i+1)*k)
 	}
-	return first, nil
 }
 
 // grow lengthens *s by n elements and returns them, to be written: within

@@ -107,19 +107,7 @@ func TestNoStealingFromAWaitingPull(t *testing.T) {
 	// status committed) serve slices too, and a backlog must be left.
 	const raylets, credits = 100, 1024
 	n := int64(4 * maxWaveSpecs) // about 650 a raylet
-	h := newHarness(t, Config{Head: "h1"})
-	h.records()
-	var names []string
-	for i := range raylets {
-		name := string(rune('A'+i/26)) + string(rune('a'+i%26))
-		h.addRaylet(name, 16)
-		names = append(names, name)
-	}
-	for _, name := range names {
-		if got := h.pull(name, credits, time.Second); len(got) != 0 {
-			t.Fatalf("%s got %d subtasks before any job", name, len(got))
-		}
-	}
+	h, names, _ := parkedRaylets(t, raylets, credits)
 	h.holdResume = true
 	h.addJob(1, tensor.Ones([]int64{n}, tensor.Chunks(1)), 0)
 	if len(h.l.backlog.list) == 0 {

@@ -16,21 +16,7 @@ import (
 func TestWaveInSlices(t *testing.T) {
 	const raylets, credits = 40, 1024
 	n := int64(maxWaveSpecs + maxWaveSpecs/4) // about 500 a raylet
-	h := newHarness(t, Config{Head: "h1"})
-	h.records()
-	var names []string
-	for i := range raylets {
-		name := string(rune('A'+i/26)) + string(rune('a'+i%26))
-		h.addRaylet(name, 16)
-		names = append(names, name)
-	}
-	parked := map[string]Call{}
-	for _, name := range names {
-		if got := h.pull(name, credits, time.Second); len(got) != 0 {
-			t.Fatalf("%s got %d subtasks before any job", name, len(got))
-		}
-		parked[name] = h.calls
-	}
+	h, names, parked := parkedRaylets(t, raylets, credits)
 	h.widest = 0
 	h.addJob(1, tensor.Ones([]int64{n}, tensor.Chunks(1)), 0)
 	if h.widest >= int(n) {
@@ -61,4 +47,27 @@ func TestWaveInSlices(t *testing.T) {
 	if st, err := h.status(1, false); err != nil || st.Status != dag.JobSucceeded {
 		t.Fatalf("job 1: %+v, %v; want succeeded", st, err)
 	}
+}
+
+// parkedRaylets is a harness with n raylets of 16 slots, each with a pull
+// of the given credits parked at the head (as idle raylets have), and the
+// calls of those pulls by raylet.
+func parkedRaylets(t *testing.T, n, credits int) (*harness, []string, map[string]Call) {
+	t.Helper()
+	h := newHarness(t, Config{Head: "h1"})
+	h.records()
+	var names []string
+	for i := range n {
+		name := string(rune('A'+i/26)) + string(rune('a'+i%26))
+		h.addRaylet(name, 16)
+		names = append(names, name)
+	}
+	parked := map[string]Call{}
+	for _, name := range names {
+		if got := h.pull(name, credits, time.Second); len(got) != 0 {
+			t.Fatalf("%s got %d subtasks before any job", name, len(got))
+		}
+		parked[name] = h.calls
+	}
+	return h, names, parked
 }
