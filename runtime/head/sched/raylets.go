@@ -186,7 +186,13 @@ func (l *Leader) sessionClosed(ev *SessionClosed) {
 func (l *Leader) checkLiveness() {
 	for r, rv := range l.s.raylets {
 		if rv.alive && rv.session != nil && l.now.Sub(rv.lastBeat) > l.cfg.RayletTimeout {
-			l.log.Warn("raylet missed heartbeats", "raylet", rv.id, "last", rv.lastBeat)
+			if rv.leaving {
+				// It said goodbye: falling silent before its session
+				// closes is how a raylet stops, not a fault.
+				l.log.Info("raylet that said goodbye is silent", "raylet", rv.id, "last", rv.lastBeat)
+			} else {
+				l.log.Warn("raylet missed heartbeats", "raylet", rv.id, "last", rv.lastBeat)
+			}
 			sess := rv.session
 			l.drop(Raylet(r), dag.Errorf(dag.KindUnavailable, "no heartbeat for %v", l.cfg.RayletTimeout))
 			l.fx.Disconnect = append(l.fx.Disconnect, sess)
