@@ -193,18 +193,11 @@ func (g *ChunkGraph) AddRow(op OpID, tileable, args int32, dt DType, n int, size
 	if n < 0 || n > 0 && len(sizes) != n && len(sizes) != 1 {
 		return -1, fmt.Errorf("row of tileable %d: %d sizes for %d chunks", tileable, len(sizes), n)
 	}
-	if err := checkRowInputs(tileable, first, n, ins); err != nil {
+	if err := g.readyRow(tileable, first, n, n, ins); err != nil {
 		return -1, err
-	}
-	k := len(ins)
-	if err := g.checkRoom(n, n*k, n); err != nil {
-		return -1, fmt.Errorf("chunk of tileable %d: %w", tileable, err)
 	}
 	if n == 0 {
 		return first, nil
-	}
-	if len(g.inOff) == 0 {
-		g.inOff = append(g.inOff, 0) // a graph not made by NewChunkGraph
 	}
 	nodes := grow(&g.Nodes, n)
 	dim0 := uint32(len(g.shapes))
@@ -242,18 +235,11 @@ func (g *ChunkGraph) AddAlike(op OpID, tileable, args int32, dt DType, like []in
 		}
 		ndim += int(g.Nodes[c].ndim)
 	}
-	if err := checkRowInputs(tileable, first, n, ins); err != nil {
+	if err := g.readyRow(tileable, first, n, ndim, ins); err != nil {
 		return -1, err
-	}
-	k := len(ins)
-	if err := g.checkRoom(n, n*k, ndim); err != nil {
-		return -1, fmt.Errorf("chunk of tileable %d: %w", tileable, err)
 	}
 	if n == 0 {
 		return first, nil
-	}
-	if len(g.inOff) == 0 {
-		g.inOff = append(g.inOff, 0) // a graph not made by NewChunkGraph
 	}
 	nodes := grow(&g.Nodes, n)
 	dim0 := uint32(len(g.shapes))
@@ -276,9 +262,11 @@ func (g *ChunkGraph) AddAlike(op OpID, tileable, args int32, dt DType, like []in
 	return first, nil
 }
 
-// checkRowInputs checks the inputs of n chunks added at first: each of ins
-// has one for every chunk, and each names an earlier chunk.
-func checkRowInputs(tileable, first int32, n int, ins [][]int32) error {
+// readyRow checks that n chunks of dims dimensions in all can be added at
+// first, reading ins: each of ins has an input for every chunk, each an
+// earlier chunk, and the graph has room. Then it readies the input table
+// for them.
+func (g *ChunkGraph) readyRow(tileable, first int32, n, dims int, ins [][]int32) error {
 	for _, in := range ins {
 		if len(in) < n {
 			return fmt.Errorf("chunks of tileable %d: %d inputs for %d chunks", tileable, len(in), n)
@@ -288,6 +276,12 @@ func checkRowInputs(tileable, first int32, n int, ins [][]int32) error {
 				return fmt.Errorf("chunk of tileable %d: input %d is not an earlier chunk", tileable, c)
 			}
 		}
+	}
+	if err := g.checkRoom(n, n*len(ins), dims); err != nil {
+		return fmt.Errorf("chunk of tileable %d: %w", tileable, err)
+	}
+	if n > 0 && len(g.inOff) == 0 {
+		g.inOff = append(g.inOff, 0) // a graph not made by NewChunkGraph
 	}
 	return nil
 }
