@@ -209,25 +209,69 @@ func midFrame(err error) error {
 
 // Frame buffers: header space, then the CBOR body, written with one Write.
 var (
-	framePool  = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	zeroHeader [headerSize]byte
 	bufEnc, _  = codec.EncMode().(cbor.UserBufferEncMode)
 )
 
-const keepFrameBuffer = 1 << 20 // larger buffers go back to the GC, not the pool
+const keepFrameBuffer = 1 << 20 // larger buffers go back to the GC, not a pool
 
-// getBuf returns an empty pooled buffer with reserve zero bytes at the front.
-func getBuf(reserve int) *bytes.Buffer {
-	b := framePool.Get().(*bytes.Buffer)
+// framePools hold frame buffers by capacity: under 64 KiB, then at least
+// 64 KiB, 256 KiB and 1 MiB (the body pools' classes). One pool of every
+// size handed a big reply whatever buffer came first, often a small one
+// that then grew by doubling, a fresh allocation and a copy at each step:
+// at a thousand raylets, whose first pulls are each answered with a
+// thousand specs at once, that growth was a seventh of the head's CPU.
+var framePools [1 + len(bodyPools)]sync.Pool
+
+// frameClass is the pool whose buffers hold n bytes: the smallest class
+// at least n, or the last.
+func frameClass(n int) int {
+	if n <= 0 || n < bodyPools[0].size {
+		return 0
+	}
+	if k := bodyClass(n); k >= 0 {
+		return k + 1
+	}
+	return len(bodyPools)
+}
+
+// getBuf returns an empty pooled buffer with reserve zero bytes at the
+// front and room for size more (0: size unknown).
+func getBuf(reserve, size int) *bytes.Buffer {
+	k := frameClass(reserve + size)
+	b, _ := framePools[k].Get().(*bytes.Buffer)
+	if b == nil {
+		n := 512
+		if k > 0 {
+			n = bodyPools[k-1].size
+		}
+		b = bytes.NewBuffer(make([]byte, 0, n))
+	}
 	b.Reset()
+	b.Grow(reserve + size) // once, for a class-0 buffer smaller than size or a size over the classes
 	b.Write(zeroHeader[:reserve])
 	return b
 }
 
+// putBuf gives b back to the pool of the largest class its capacity holds.
 func putBuf(b *bytes.Buffer) {
-	if b.Cap() <= keepFrameBuffer {
-		framePool.Put(b)
+	c := b.Cap()
+	if c > keepFrameBuffer {
+		return
 	}
+	k := 0
+	for k < len(bodyPools) && c >= bodyPools[k].size {
+		k++
+	}
+	framePools[k].Put(b)
+}
+
+// sizeOf is v's guess at its encoding's size (codec.Sizer), 0 if none.
+func sizeOf(v any) int {
+	if s, ok := v.(codec.Sizer); ok {
+		return s.CBORSize()
+	}
+	return 0
 }
 
 // Encoded is a response encoded before its handler returns, into a frame
@@ -240,13 +284,34 @@ func putBuf(b *bytes.Buffer) {
 // Encode it once; a handler that does not return it calls Discard.
 type Encoded struct{ b *bytes.Buffer }
 
-// Encode appends a's encoding to a new Encoded.
+// Encode appends a's encoding to a new Encoded, in a buffer with room for
+// a's own guess at its size (codec.Sizer) if it has one.
 func Encode(a codec.Appender) (*Encoded, error) {
-	e := &Encoded{b: getBuf(headerSize)}
+	e := &Encoded{b: getBuf(headerSize, sizeOf(a))}
 	if err := appendTo(e.b, a); err != nil {
 		e.Discard()
 		return nil, err
 	}
+	return e, nil
+}
+
+// EncodeVia encodes a into *scratch, the caller's buffer (grown as a
+// needs, and kept for the next), then copies it into a new Encoded of the
+// size it needs. For messages whose size is not known before and varies
+// widely, such as pull replies (a spec of a sum over a thousand inputs is
+// a thousand times another's): a frame buffer grown by doubling cost an
+// allocation and a copy at each step, where this costs one copy into a
+// warm buffer.
+func EncodeVia(a codec.Appender, scratch *[]byte) (*Encoded, error) {
+	out, err := a.AppendCBOR((*scratch)[:0])
+	if err != nil {
+		return nil, err
+	}
+	if cap(out) <= keepFrameBuffer {
+		*scratch = out
+	}
+	e := &Encoded{b: getBuf(headerSize, len(out))}
+	e.b.Write(out)
 	return e, nil
 }
 
@@ -330,7 +395,7 @@ func NewBody(m Method, raw []byte) Body { return Body{raw: raw, method: m} }
 // length, then the body) with a single Write, for bulk streams. Safe for
 // concurrent use only if w is.
 func WriteMsg(w io.Writer, v any) error {
-	b := getBuf(4)
+	b := getBuf(4, sizeOf(v))
 	defer putBuf(b)
 	if err := encodeInto(b, v); err != nil {
 		return errorf(CodeInvalidArgument, "write message: encoding %T: %w", v, err)

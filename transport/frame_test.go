@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -174,6 +175,52 @@ func TestFrameReaderBodies(t *testing.T) {
 		fr.done()
 		if fr.pooled != nil || cap(fr.buf) > keepBodyBuffer {
 			t.Fatalf("frame %d (%d bytes): the reader keeps a %d-byte buffer (pooled %v) between frames", i, n, cap(fr.buf), fr.pooled != nil)
+		}
+	}
+}
+
+// TestFrameBuffersBySize checks that a frame buffer asked for with a size
+// holds it without growing, whatever the pools held before (a small
+// buffer put back is never handed out for a big frame), and that a
+// buffer goes back to a pool whose class its capacity holds, or to the GC
+// past keepFrameBuffer.
+func TestFrameBuffersBySize(t *testing.T) {
+	// Fill every pool with buffers of the smallest capacity it takes.
+	for _, c := range []int{16, 64 << 10, 256 << 10, 1 << 20} {
+		putBuf(bytes.NewBuffer(make([]byte, 0, c)))
+	}
+	for _, size := range []int{0, 100, 4 << 10, 64<<10 - headerSize, 64 << 10, 200 << 10, 256 << 10, 1<<20 - headerSize} {
+		b := getBuf(headerSize, size)
+		if b.Len() != headerSize {
+			t.Fatalf("size %d: the buffer holds %d bytes, want the %d of the header", size, b.Len(), headerSize)
+		}
+		if b.Cap() < headerSize+size {
+			t.Fatalf("size %d: a buffer of capacity %d, want at least %d", size, b.Cap(), headerSize+size)
+		}
+		putBuf(b)
+	}
+	if raceEnabled {
+		return // the race detector's pools drop what is put at random
+	}
+	// A pool empties over two collections; none may run in between.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	for _, c := range []struct{ cap, class int }{{100, 0}, {64<<10 - 1, 0}, {64 << 10, 1}, {200 << 10, 1}, {256 << 10, 2}, {1 << 20, 3}} {
+		putBuf(bytes.NewBuffer(make([]byte, 0, c.cap)))
+		got, _ := framePools[c.class].Get().(*bytes.Buffer)
+		for got != nil && got.Cap() != c.cap {
+			got, _ = framePools[c.class].Get().(*bytes.Buffer)
+		}
+		if got == nil {
+			t.Fatalf("a buffer of capacity %d did not go back to class %d", c.cap, c.class)
+		}
+	}
+	big := bytes.NewBuffer(make([]byte, 0, keepFrameBuffer+1))
+	putBuf(big)
+	for k := range framePools {
+		for b, _ := framePools[k].Get().(*bytes.Buffer); b != nil; b, _ = framePools[k].Get().(*bytes.Buffer) {
+			if b == big {
+				t.Fatalf("a buffer over keepFrameBuffer went back to class %d", k)
+			}
 		}
 	}
 }

@@ -317,7 +317,7 @@ func TestUnsolicitedResponseIsSkipped(t *testing.T) {
 		ts := startServer(t, mk("srv", nil), newTestHandler())
 		c := dial(t, ts.addr(), mk("cli", nil), nil)
 		s := ts.nextSession(t)
-		b := getBuf(headerSize)
+		b := getBuf(headerSize, 0)
 		encodeInto(b, echoMsg{B: make([]byte, 512<<10)})
 		if err := s.writeFrame(b, header{typ: frameResponse, method: mEcho, id: 424242}); err != nil {
 			t.Fatal(err)

@@ -263,7 +263,7 @@ func (s *Session) Call(ctx context.Context, m Method, req, resp any) error {
 	if ctx.Err() != nil {
 		return ctxError(ctx, "%s to %q", m, s.remoteID)
 	}
-	b := getBuf(headerSize)
+	b := getBuf(headerSize, sizeOf(req))
 	defer putBuf(b)
 	if err := encodeInto(b, req); err != nil {
 		return errorf(CodeInvalidArgument, "%s to %q: encoding request %T: %w", m, s.remoteID, req, err)
@@ -352,7 +352,7 @@ func (s *Session) Send(m Method, msg any) error {
 		return s.closedErr(m, s.Err())
 	default:
 	}
-	b := getBuf(headerSize)
+	b := getBuf(headerSize, sizeOf(msg))
 	defer putBuf(b)
 	if err := encodeInto(b, msg); err != nil {
 		return errorf(CodeInvalidArgument, "%s to %q: encoding message %T: %w", m, s.remoteID, msg, err)
@@ -595,7 +595,7 @@ func (s *Session) decodeResponse(c *call, typ frameType, raw []byte) error {
 // pooled when pooled is not nil.
 func (s *Session) runCall(m Method, id uint64, raw []byte, pooled *[]byte, share int64) {
 	defer s.inflight.Add(-1)
-	result, err := s.invoke(m, raw)
+	result, err := s.invoke(m, Body{raw: raw, method: m})
 	putBody(pooled)
 	s.release(uint32(len(raw)), share) // the handler is done with the request
 	if err != nil {
@@ -606,7 +606,7 @@ func (s *Session) runCall(m Method, id uint64, raw []byte, pooled *[]byte, share
 	if e, ok := result.(*Encoded); ok && e.b != nil {
 		b, e.b = e.b, nil // encoded already, header room first
 	} else {
-		b = getBuf(headerSize)
+		b = getBuf(headerSize, sizeOf(result))
 		if err := encodeInto(b, result); err != nil {
 			putBuf(b)
 			s.replyError(id, m, CodeInternal, fmt.Sprintf("node %q could not encode its result for %s (%T): %v", s.cfg.NodeID, m, result, err))
@@ -625,14 +625,14 @@ func (s *Session) runCall(m Method, id uint64, raw []byte, pooled *[]byte, share
 	}
 }
 
-func (s *Session) invoke(m Method, raw []byte) (result any, err error) {
+func (s *Session) invoke(m Method, b Body) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("transport: call handler panicked", "method", m, "panic", p, "stack", string(debug.Stack()))
 			err = errorf(CodeInternal, "node %q: the handler for %s panicked: %v", s.cfg.NodeID, m, p)
 		}
 	}()
-	return s.handler.HandleCall(s.ctx, s, m, Body{raw: raw, method: m})
+	return s.handler.HandleCall(s.ctx, s, m, b)
 }
 
 // replyError sends an error response, trimming the text to fit the peer's cap.
@@ -641,7 +641,7 @@ func (s *Session) replyError(id uint64, m Method, code uint16, msg string) {
 		msg = msg[:limit]
 	}
 	msg = strings.ToValidUTF8(msg, "\uFFFD") // CBOR text must be UTF-8
-	b := getBuf(headerSize)
+	b := getBuf(headerSize, 0)
 	defer putBuf(b)
 	if err := encodeInto(b, wireError{Code: code, Message: msg}); err != nil {
 		s.log.Error("transport: encoding an error response", "method", m, "err", err)

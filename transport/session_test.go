@@ -266,7 +266,7 @@ func TestMalformedBody(t *testing.T) {
 		}
 
 		// Bytes that are not CBOR at all, written as a raw request frame.
-		b := getBuf(headerSize)
+		b := getBuf(headerSize, 0)
 		b.Write([]byte{0xff, 0xfe, 0x1f})
 		id := c.nextID.Add(1)
 		cl := callPool.Get().(*call)
@@ -506,7 +506,7 @@ func TestUnknownFrameTypeClosesSession(t *testing.T) {
 		ts := startServer(t, mk("srv", nil), newTestHandler())
 		c := dial(t, ts.addr(), mk("cli", nil), nil)
 		s := ts.nextSession(t)
-		b := getBuf(headerSize)
+		b := getBuf(headerSize, 0)
 		s.writeFrame(b, header{typ: 9, method: 1})
 		putBuf(b)
 		select {

@@ -58,6 +58,14 @@ type Appender interface {
 	AppendCBOR(dst []byte) ([]byte, error)
 }
 
+// Sizer is a message that can tell, cheaply and roughly, how many bytes
+// its encoding takes, so that it is encoded into a buffer that holds it
+// rather than one grown by doubling (a pull carrying a thousand
+// completions). Over or under is only slower, never wrong.
+type Sizer interface {
+	CBORSize() int
+}
+
 // Decoder is a type that decodes itself, without reflection, from
 // anything the shared decoder takes for it, under the same limits.
 type Decoder interface {

@@ -64,6 +64,9 @@ type leadership struct {
 	cancel  context.CancelFunc
 	pending map[sched.Call]*envelope
 	resume  bool // the last step asked for Resume (Effects.Resume)
+	// replyBuf is where pull replies are encoded before they are copied
+	// into frame buffers of the sizes they need (transport.EncodeVia).
+	replyBuf []byte
 }
 
 // run is the event loop.
@@ -174,12 +177,15 @@ func (s *Server) carryOut(fx *sched.Effects) {
 	l.resume = fx.Resume
 	for i := range fx.Pulls {
 		p := &fx.Pulls[i]
-		// The specs share the machine's buffers: encode them now, straight
-		// into a frame buffer of the transport's pool, which the call's
-		// goroutine sends as it is. (A reply encoded into memory the
-		// loop kept, copied out and copied again into a frame cost the
-		// loop an allocation of the reply's size and a copy into it.)
-		e, err := transport.Encode(wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More})
+		// The specs share the machine's buffers: encode them now, into
+		// the loop's own buffer, and copy that into a pooled frame buffer
+		// of the size it needs, which the call's goroutine sends as it is.
+		// (Encoded straight into a frame buffer, a reply grew whatever
+		// buffer the pool gave by doubling, an allocation and a copy a
+		// step, with a thousand replies in flight at the start of a job
+		// on a thousand raylets; and a new allocation of the reply's
+		// size, as before that, costs the loop more than the copy.)
+		e, err := transport.EncodeVia(wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More}, &l.replyBuf)
 		if err != nil {
 			s.deliver(p.Call, nil, dag.Errorf(dag.KindInternal, "encode pull reply: %w", err))
 			continue

@@ -661,6 +661,45 @@ func (p Pull) AppendCBOR(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// CBORSize is a bound, near enough, on p's encoding's size (codec.Sizer):
+// a raylet's pull carries up to a window of completions.
+func (p Pull) CBORSize() int {
+	return 24 + completionsSize(p.Done)
+}
+
+// CBORSize is as Pull's.
+func (c Complete) CBORSize() int { return 8 + completionsSize(c.Done) }
+
+// completionsSize bounds done's encoding, field by field at each
+// field's largest, without encoding it.
+func completionsSize(done []Completion) int {
+	n := 9
+	for i := range done {
+		c := &done[i]
+		n += 3 + len(c.ID) // map head, ID
+		if len(c.Sizes) > 0 {
+			n += 2 + 9*len(c.Sizes)
+		}
+		if len(c.Fetched) > 0 {
+			n += 2 + (2+len(dag.ObjectID{}))*len(c.Fetched)
+		}
+		if c.Error != "" {
+			n += 4 + len(c.Error)
+		}
+		for _, v := range [...]bool{c.Attempt != 0, c.Kind != 0, c.Started != 0} {
+			if v {
+				n += 10
+			}
+		}
+		for _, v := range [...]bool{c.Slot != 0, c.TookUS != 0, c.FetchUS != 0} {
+			if v {
+				n += 6
+			}
+		}
+	}
+	return n
+}
+
 // AppendCBOR appends c's encoding, as codec.Marshal gives it, to dst.
 func (c Complete) AppendCBOR(dst []byte) ([]byte, error) {
 	dst = append(dst, 0xa1, 0x01)

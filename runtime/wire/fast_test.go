@@ -296,6 +296,9 @@ func TestCompletionCodecMatchesGeneric(t *testing.T) {
 		if got, _ := p.AppendCBOR(nil); !bytes.Equal(got, want) {
 			t.Fatalf("pull %d: AppendCBOR\n%x; the generic encoder gives\n%x", i, got, want)
 		}
+		if n := p.CBORSize(); n < len(want) {
+			t.Fatalf("pull %d: CBORSize %d, under its encoding's %d bytes", i, n, len(want))
+		}
 		var generic pullFields
 		if err := codec.DecMode().Unmarshal(want, &generic); err != nil {
 			t.Fatal(err)
@@ -315,6 +318,9 @@ func TestCompletionCodecMatchesGeneric(t *testing.T) {
 		}
 		if got, _ := c.AppendCBOR(nil); !bytes.Equal(got, want) {
 			t.Fatalf("complete %d: AppendCBOR\n%x; the generic encoder gives\n%x", i, got, want)
+		}
+		if n := c.CBORSize(); n < len(want) {
+			t.Fatalf("complete %d: CBORSize %d, under its encoding's %d bytes", i, n, len(want))
 		}
 		var genericC completeFields
 		if err := codec.DecMode().Unmarshal(want, &genericC); err != nil {
@@ -385,4 +391,27 @@ func BenchmarkPullCodec(b *testing.B) {
 			out.DecodeCBOR(data)
 		}
 	})
+}
+
+// TestPullSizeIsNearItsEncoding checks that a pull of a window of
+// ordinary completions (one output, timed, one fetched input or none) is
+// guessed within a third over its encoding, so that the buffer it is
+// encoded into is of the class it needs, not a class up.
+func TestPullSizeIsNearItsEncoding(t *testing.T) {
+	p := Pull{Credits: 1024, FreesInReply: true}
+	for i := range 1024 {
+		id := dag.PackSubtaskID(dag.TaskID(7+i/512), 1, uint64(i)*977)
+		c := Completion{ID: id, Sizes: []int64{int64(8 << (i % 12))}, Slot: int16(i % 16), Started: 1_790_000_000_000_000_000 + int64(i), TookUS: uint32(i % 700)}
+		if i%3 == 0 {
+			c.Fetched = []dag.ObjectID{dag.NewObjectID(id, 0)}
+		}
+		p.Done = append(p.Done, c)
+	}
+	enc, err := p.AppendCBOR(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.CBORSize(); n < len(enc) || n > len(enc)*4/3 {
+		t.Fatalf("CBORSize %d for a pull of %d bytes: want within a third over", n, len(enc))
+	}
 }
