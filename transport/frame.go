@@ -363,11 +363,48 @@ func encodeInto(b *bytes.Buffer, v any) error {
 
 // Body is the CBOR body of an incoming request or one-way message.
 //
-// A Body is valid until the handler returns (HandleCall or HandleMessage):
-// its bytes are reused after. Decode copies what it keeps.
+// A Body is valid until the handler returns (HandleCall or HandleMessage),
+// or until Release: its bytes are reused after. Decode copies what it
+// keeps.
 type Body struct {
 	raw    []byte
 	method Method
+	held   *heldBody // a request's buffer and budget share; nil for others
+}
+
+// heldBody is what an incoming request holds until its handler returns
+// or releases it: its pooled buffer (nil if its own) and its share of the
+// session's byte budget.
+type heldBody struct {
+	s      *Session
+	pooled *[]byte
+	n      uint32
+	share  int64
+	done   bool
+}
+
+var heldBodies = sync.Pool{New: func() any { return new(heldBody) }}
+
+func (h *heldBody) release() {
+	if !h.done {
+		h.done = true
+		putBody(h.pooled)
+		h.s.release(h.n, h.share)
+	}
+}
+
+// Release gives the body's memory back before the handler returns, for a
+// handler that decodes its request and then waits (a raylet's pull that
+// waits at the head for work): a thousand such calls each held a buffer
+// of the size of the completions they carried, and their share of the
+// session's budget, while they waited. The body is empty after. Call it
+// only from the handler's goroutine, before it returns; again, it does
+// nothing.
+func (b *Body) Release() {
+	if b.held != nil {
+		b.held.release()
+	}
+	b.raw = nil
 }
 
 // Decode decodes the body into v (codec.Unmarshal). A malformed body gives an

@@ -197,9 +197,10 @@ const (
 	mBig      Method = 4 // returns req.N bytes
 	mCallBack Method = 5 // calls the peer's mEcho with req and returns the answer
 	mPanic    Method = 6
-	mSeq      Method = 7 // one-way: req.N goes to msgs
-	mStrict   Method = 8 // wants a strictReq
-	mEncoded  Method = 9 // echoes an echoMsg, encoded before it returns (Encode)
+	mSeq      Method = 7  // one-way: req.N goes to msgs
+	mStrict   Method = 8  // wants a strictReq
+	mEncoded  Method = 9  // echoes an echoMsg, encoded before it returns (Encode)
+	mRelease  Method = 10 // holdHandler: decodes, releases its body, then waits as mBlock
 )
 
 type echoMsg struct {

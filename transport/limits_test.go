@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -192,7 +193,18 @@ func raise(a *atomic.Int64, v int64) {
 }
 
 func (h *holdHandler) HandleCall(ctx context.Context, s *Session, m Method, body Body) (any, error) {
-	if m != mBlock {
+	if m == mRelease {
+		var req echoMsg
+		if err := body.Decode(&req); err != nil {
+			return nil, err
+		}
+		body.Release()
+		body.Release() // a second does nothing
+		if len(body.Raw()) != 0 {
+			return nil, errors.New("a released body still shows its bytes")
+		}
+		m = mBlock
+	} else if m != mBlock {
 		return h.testHandler.HandleCall(ctx, s, m, body)
 	}
 	raise(&h.peak, h.running.Add(1))
@@ -262,6 +274,38 @@ func TestSessionByteBudget(t *testing.T) {
 		}
 		if p := h.peakSess.Load(); p > 2*budgetFrame {
 			t.Errorf("a session held %d bytes; its budget is %d", p, 2*budgetFrame)
+		}
+	})
+}
+
+// A dozen max-size requests on one session whose handlers release their
+// bodies once decoded and then wait: all of them run at once, since what
+// waits holds none of the session's or the listener's budget (a pull that
+// waits at the head for work).
+func TestReleasedBodiesLeaveTheBudget(t *testing.T) {
+	nets(t, testConfig, func(t *testing.T, mk func(string, *logRecorder) Config) {
+		ts, h := budgetServer(t, mk)
+		c := dial(t, ts.addr(), mk("cli", nil), nil)
+		results := make(chan error, 12)
+		for range 12 {
+			go func() { results <- c.Call(callCtx(t), mRelease, bigCall, nil) }()
+		}
+		ctx := callCtx(t)
+		for i := range 12 {
+			select {
+			case <-h.started:
+			case <-ctx.Done():
+				t.Fatalf("%d of 12 requests that released their bodies run; the rest wait for budget", i)
+			}
+		}
+		if b := ts.l.BytesInFlight(); b != 0 {
+			t.Errorf("the listener holds %d bytes for calls that released their bodies", b)
+		}
+		close(h.release)
+		for range 12 {
+			if err := <-results; err != nil {
+				t.Errorf("a held call: %v", err)
+			}
 		}
 	})
 }

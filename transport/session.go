@@ -595,9 +595,12 @@ func (s *Session) decodeResponse(c *call, typ frameType, raw []byte) error {
 // pooled when pooled is not nil.
 func (s *Session) runCall(m Method, id uint64, raw []byte, pooled *[]byte, share int64) {
 	defer s.inflight.Add(-1)
-	result, err := s.invoke(m, Body{raw: raw, method: m})
-	putBody(pooled)
-	s.release(uint32(len(raw)), share) // the handler is done with the request
+	held := heldBodies.Get().(*heldBody)
+	*held = heldBody{s: s, pooled: pooled, n: uint32(len(raw)), share: share}
+	result, err := s.invoke(m, Body{raw: raw, method: m, held: held})
+	held.release() // the handler is done with the request, if it did not say so before
+	*held = heldBody{}
+	heldBodies.Put(held)
 	if err != nil {
 		s.replyError(id, m, codeOf(err), err.Error())
 		return

@@ -543,6 +543,9 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, b transport.
 		pulls.Put(req)
 		return nil, err
 	}
+	// The pull may wait here for work a long time: its completions are
+	// decoded, so its body's buffer goes back now.
+	b.Release()
 	env := envelopes.Get().(*envelope)
 	call := s.newCall()
 	env.call, env.epoch, env.ack = call, 0, false
