@@ -215,55 +215,64 @@ var (
 
 const keepFrameBuffer = 1 << 20 // larger buffers go back to the GC, not a pool
 
-// framePools hold frame buffers by capacity: under 64 KiB, then at least
-// 64 KiB, 256 KiB and 1 MiB (the body pools' classes). One pool of every
-// size handed a big reply whatever buffer came first, often a small one
-// that then grew by doubling, a fresh allocation and a copy at each step:
-// at a thousand raylets, whose first pulls are each answered with a
-// thousand specs at once, that growth was a seventh of the head's CPU.
-var framePools [1 + len(bodyPools)]sync.Pool
+// framePools hold frame buffers by capacity: framePools[0] any under
+// minFrameClass, framePools[k] at least minFrameClass<<(k-1), up to
+// keepFrameBuffer. One pool of every size handed a big reply whatever
+// buffer came first, often a small one that then grew by doubling, an
+// allocation and a copy a step: at a thousand raylets, whose first pulls
+// are each answered with a thousand specs at once, a seventh of the
+// head's CPU. Classes a power of two apart waste at most half a buffer.
+var framePools [frameClasses + 1]sync.Pool
 
-// frameClass is the pool whose buffers hold n bytes: the smallest class
-// at least n, or the last.
+const (
+	minFrameClass = 4 << 10
+	frameClasses  = 9 // 4 KiB … 1 MiB
+)
+
+// frameClass is the pool whose buffers all hold n bytes: 0 under
+// minFrameClass, else the smallest class at least n (the last for more).
 func frameClass(n int) int {
-	if n <= 0 || n < bodyPools[0].size {
-		return 0
+	k := 0
+	for c := minFrameClass >> 1; k < frameClasses && c < n; c <<= 1 {
+		k++
 	}
-	if k := bodyClass(n); k >= 0 {
-		return k + 1
+	return k
+}
+
+// floorClass is the pool a buffer of capacity c goes back to: the largest
+// class it holds.
+func floorClass(c int) int {
+	k := 0
+	for k < frameClasses && c >= minFrameClass<<k {
+		k++
 	}
-	return len(bodyPools)
+	return k
 }
 
 // getBuf returns an empty pooled buffer with reserve zero bytes at the
 // front and room for size more (0: size unknown).
 func getBuf(reserve, size int) *bytes.Buffer {
-	k := frameClass(reserve + size)
+	n := reserve + size
+	k := frameClass(n)
 	b, _ := framePools[k].Get().(*bytes.Buffer)
 	if b == nil {
-		n := 512
+		c := 512
 		if k > 0 {
-			n = bodyPools[k-1].size
+			c = minFrameClass << (k - 1)
 		}
-		b = bytes.NewBuffer(make([]byte, 0, n))
+		b = bytes.NewBuffer(make([]byte, 0, max(c, n)))
 	}
 	b.Reset()
-	b.Grow(reserve + size) // once, for a class-0 buffer smaller than size or a size over the classes
+	b.Grow(n) // only a class-0 buffer smaller than n, or n past the classes, grows
 	b.Write(zeroHeader[:reserve])
 	return b
 }
 
 // putBuf gives b back to the pool of the largest class its capacity holds.
 func putBuf(b *bytes.Buffer) {
-	c := b.Cap()
-	if c > keepFrameBuffer {
-		return
+	if c := b.Cap(); c <= keepFrameBuffer {
+		framePools[floorClass(c)].Put(b)
 	}
-	k := 0
-	for k < len(bodyPools) && c >= bodyPools[k].size {
-		k++
-	}
-	framePools[k].Put(b)
 }
 
 // sizeOf is v's guess at its encoding's size (codec.Sizer), 0 if none.
@@ -296,23 +305,34 @@ func Encode(a codec.Appender) (*Encoded, error) {
 }
 
 // EncodeVia encodes a into *scratch, the caller's buffer (grown as a
-// needs, and kept for the next), then copies it into a new Encoded of the
-// size it needs. For messages whose size is not known before and varies
-// widely, such as pull replies (a spec of a sum over a thousand inputs is
-// a thousand times another's): a frame buffer grown by doubling cost an
-// allocation and a copy at each step, where this costs one copy into a
-// warm buffer.
+// needs, and kept for the next), then copies it into a new Encoded: a
+// pooled buffer of its size's class, or one made by the copy. For messages
+// whose size is not known before and varies widely, such as pull replies
+// (a spec of a sum over a thousand inputs is a thousand times another's).
+// A buffer made for the copy is not zeroed first, as one made empty to
+// encode into is: at the start of a job on a thousand raylets, a thousand
+// replies are in flight at once, more than the pools hold.
 func EncodeVia(a codec.Appender, scratch *[]byte) (*Encoded, error) {
-	out, err := a.AppendCBOR((*scratch)[:0])
+	out, err := a.AppendCBOR(append((*scratch)[:0], zeroHeader[:]...))
 	if err != nil {
 		return nil, err
 	}
 	if cap(out) <= keepFrameBuffer {
-		*scratch = out
+		*scratch = out[:0]
 	}
-	e := &Encoded{b: getBuf(headerSize, len(out))}
-	e.b.Write(out)
-	return e, nil
+	k := frameClass(len(out))
+	b, _ := framePools[k].Get().(*bytes.Buffer)
+	switch {
+	case b == nil:
+		b = bytes.NewBuffer(append([]byte(nil), out...))
+	case b.Cap() < len(out): // class 0, or past the classes
+		putBuf(b)
+		b = bytes.NewBuffer(append([]byte(nil), out...))
+	default:
+		b.Reset()
+		b.Write(out)
+	}
+	return &Encoded{b: b}, nil
 }
 
 // appendTo appends a's encoding to b in place: a encodes after b's bytes,

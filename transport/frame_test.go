@@ -186,7 +186,7 @@ func TestFrameReaderBodies(t *testing.T) {
 // past keepFrameBuffer.
 func TestFrameBuffersBySize(t *testing.T) {
 	// Fill every pool with buffers of the smallest capacity it takes.
-	for _, c := range []int{16, 64 << 10, 256 << 10, 1 << 20} {
+	for _, c := range []int{16, 4 << 10, 6 << 10, 64 << 10, 256 << 10, 1 << 20} {
 		putBuf(bytes.NewBuffer(make([]byte, 0, c)))
 	}
 	for _, size := range []int{0, 100, 4 << 10, 64<<10 - headerSize, 64 << 10, 200 << 10, 256 << 10, 1<<20 - headerSize} {
@@ -204,7 +204,7 @@ func TestFrameBuffersBySize(t *testing.T) {
 	}
 	// A pool empties over two collections; none may run in between.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	for _, c := range []struct{ cap, class int }{{100, 0}, {64<<10 - 1, 0}, {64 << 10, 1}, {200 << 10, 1}, {256 << 10, 2}, {1 << 20, 3}} {
+	for _, c := range []struct{ cap, class int }{{100, 0}, {4<<10 - 1, 0}, {4 << 10, 1}, {64<<10 - 1, 4}, {64 << 10, 5}, {200 << 10, 6}, {256 << 10, 7}, {1 << 20, 9}} {
 		putBuf(bytes.NewBuffer(make([]byte, 0, c.cap)))
 		got, _ := framePools[c.class].Get().(*bytes.Buffer)
 		for got != nil && got.Cap() != c.cap {
@@ -222,5 +222,31 @@ func TestFrameBuffersBySize(t *testing.T) {
 				t.Fatalf("a buffer over keepFrameBuffer went back to class %d", k)
 			}
 		}
+	}
+}
+
+// TestEncodeVia checks that EncodeVia gives Encode's bytes, keeps its
+// scratch buffer for the next, and copies into a buffer that holds the
+// message whether the pools have one or not.
+func TestEncodeVia(t *testing.T) {
+	var scratch []byte
+	for i, n := range []int{0, 10, 5000, 70 << 10, 300 << 10, 2 << 20, 3} {
+		msg := encodedEcho{N: i, S: strings.Repeat("v", n)}
+		want, err := Encode(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := EncodeVia(msg, &scratch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.b.Bytes(), want.b.Bytes()) {
+			t.Fatalf("message %d (%d bytes): EncodeVia gives %d bytes, Encode %d", i, n, got.b.Len(), want.b.Len())
+		}
+		if n < keepFrameBuffer && cap(scratch) < got.b.Len() {
+			t.Fatalf("message %d: scratch of capacity %d after a %d-byte message", i, cap(scratch), got.b.Len())
+		}
+		want.Discard()
+		got.Discard()
 	}
 }
