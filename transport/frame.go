@@ -324,15 +324,30 @@ func EncodeVia(a codec.Appender, scratch *[]byte) (*Encoded, error) {
 	b, _ := framePools[k].Get().(*bytes.Buffer)
 	switch {
 	case b == nil:
-		b = bytes.NewBuffer(append([]byte(nil), out...))
+		b = bytes.NewBuffer(newFrame(out, k))
 	case b.Cap() < len(out): // class 0, or past the classes
 		putBuf(b)
-		b = bytes.NewBuffer(append([]byte(nil), out...))
+		b = bytes.NewBuffer(newFrame(out, k))
 	default:
 		b.Reset()
 		b.Write(out)
 	}
 	return &Encoded{b: b}, nil
+}
+
+// newFrame copies out into new memory the size of class k's buffers (or
+// out's, if larger), so that it goes back to class k and serves the next
+// message of its size: made at out's size, it would go back a class
+// below, and no message that needs its class would ever take it. Only
+// the room after the copy is zeroed.
+func newFrame(out []byte, k int) []byte {
+	c := len(out)
+	if k > 0 {
+		c = max(c, minFrameClass<<(k-1))
+	}
+	// One byte more than out holds, at least, so that append copies even
+	// when out fills the class: out is the caller's scratch, reused next.
+	return append(out[:len(out):len(out)], make([]byte, c-len(out)+1)...)[:len(out)]
 }
 
 // appendTo appends a's encoding to b in place: a encodes after b's bytes,

@@ -246,7 +246,34 @@ func TestEncodeVia(t *testing.T) {
 		if n < keepFrameBuffer && cap(scratch) < got.b.Len() {
 			t.Fatalf("message %d: scratch of capacity %d after a %d-byte message", i, cap(scratch), got.b.Len())
 		}
+		if c := got.b.Cap(); got.b.Len() <= keepFrameBuffer && floorClass(c) < frameClass(got.b.Len()) {
+			t.Fatalf("message %d: a %d-byte frame in a buffer of capacity %d goes back to class %d, below the %d it needs", i, got.b.Len(), c, floorClass(c), frameClass(got.b.Len()))
+		}
 		want.Discard()
 		got.Discard()
+	}
+}
+
+// TestEncodeViaCopies checks that what EncodeVia returns is its own: the
+// scratch buffer it encoded into is reused by the next message, whatever
+// its size (one that fills a class exactly, one under the classes), and
+// the first message's frame must not change.
+func TestEncodeViaCopies(t *testing.T) {
+	var scratch []byte
+	for _, n := range []int{10, 3000, 8<<10 - headerSize - 5, 8 << 10} {
+		first, err := EncodeVia(encodedEcho{N: 1, S: strings.Repeat("a", n)}, &scratch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Clone(first.b.Bytes())
+		second, err := EncodeVia(encodedEcho{N: 2, S: strings.Repeat("b", n)}, &scratch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first.b.Bytes(), want) {
+			t.Fatalf("a %d-byte message's frame changed when the next was encoded: it shares the scratch buffer", len(want))
+		}
+		first.Discard()
+		second.Discard()
 	}
 }
