@@ -82,38 +82,24 @@ func parseHeader(b []byte) (header, error) {
 type frameReader struct {
 	r      *bufio.Reader
 	hdr    [headerSize]byte
-	buf    []byte  // reused for small bodies the read loop consumes itself
-	pooled *[]byte // the body taken from bodyPools, until done
+	buf    []byte        // reused for small bodies the read loop consumes itself
+	pooled *bytes.Buffer // the body's pooled frame buffer, until done
 }
 
 const (
 	readBufferSize = 32 << 10
-	keepBodyBuffer = 4 << 10 // small bodies reuse fr.buf; larger ones come from bodyPools
+	keepBodyBuffer = 4 << 10 // small bodies reuse fr.buf; larger ones come from the frame pools
 )
 
-// bodyPools hold buffers for bodies larger than a session keeps, by size
-// class: 64 KiB, 256 KiB, 1 MiB. A session that kept the largest body it
-// ever read (a pull reply of a thousand specs) held it while idle, and a
-// head with a thousand raylets held a thousand such buffers, each cold
-// when next used; and a request's body, allocated for its call, was a
-// large allocation each time (a pull carrying a thousand completions),
-// whose growth of the heap the runtime paid for by returning pages to the
-// system as it went. Shared, the few bodies in use at once reuse warm
-// buffers.
-var bodyPools = [...]struct {
-	size int
-	pool sync.Pool
-}{{size: 64 << 10}, {size: 256 << 10}, {size: 1 << 20}}
-
-// bodyClass is the smallest pool whose buffers hold n bytes, -1 if none.
-func bodyClass(n int) int {
-	for k := range bodyPools {
-		if n <= bodyPools[k].size {
-			return k
-		}
-	}
-	return -1
-}
+// Bodies larger than a session keeps are read into buffers of the frame
+// pools (framePools), up to keepFrameBuffer. A session that kept the
+// largest body it ever read (a pull reply of a thousand specs) held it
+// while idle, and a head with a thousand raylets held a thousand such
+// buffers, each cold when next used; and a request's body, allocated for
+// its call, was a large allocation each time (a pull carrying a thousand
+// completions), whose growth of the heap the runtime paid for by
+// returning pages to the system as it went. Shared, the few bodies in use
+// at once reuse warm buffers.
 
 func newFrameReader(r io.Reader) *frameReader {
 	return &frameReader{r: bufio.NewReaderSize(r, readBufferSize)}
@@ -132,15 +118,14 @@ func (fr *frameReader) next() (header, error) {
 func (fr *frameReader) body(n uint32) ([]byte, error) {
 	fr.done()
 	var b []byte
-	switch k := bodyClass(int(n)); {
+	switch {
 	case int(n) <= keepBodyBuffer:
 		if cap(fr.buf) < int(n) {
 			fr.buf = make([]byte, keepBodyBuffer)
 		}
 		b = fr.buf[:n]
-	case k >= 0:
-		fr.pooled = getBody(k)
-		b = (*fr.pooled)[:n]
+	case int(n) <= keepFrameBuffer:
+		fr.pooled, b = getBody(int(n))
 	default:
 		b = make([]byte, n)
 	}
@@ -159,12 +144,11 @@ func (fr *frameReader) done() {
 }
 
 // ownedBody reads an n-byte body into a slice the caller owns: its own
-// when small, else a pooled buffer (pooled non-nil) that the caller gives
-// back with putBody once done with the body.
-func (fr *frameReader) ownedBody(n uint32) (b []byte, pooled *[]byte, err error) {
-	if k := bodyClass(int(n)); int(n) > keepBodyBuffer && k >= 0 {
-		pooled = getBody(k)
-		b = (*pooled)[:n]
+// when small, else a pooled frame buffer (pooled non-nil) that the caller
+// gives back with putBody once done with the body.
+func (fr *frameReader) ownedBody(n uint32) (b []byte, pooled *bytes.Buffer, err error) {
+	if int(n) > keepBodyBuffer && int(n) <= keepFrameBuffer {
+		pooled, b = getBody(int(n))
 	} else {
 		b = make([]byte, n)
 	}
@@ -175,19 +159,17 @@ func (fr *frameReader) ownedBody(n uint32) (b []byte, pooled *[]byte, err error)
 	return b, pooled, nil
 }
 
-// getBody takes a buffer of size class k from its pool.
-func getBody(k int) *[]byte {
-	if p, _ := bodyPools[k].pool.Get().(*[]byte); p != nil {
-		return p
-	}
-	b := make([]byte, bodyPools[k].size)
-	return &b
+// getBody takes a frame buffer that holds n bytes from its pool, and its
+// first n bytes to read a body into.
+func getBody(n int) (*bytes.Buffer, []byte) {
+	p := getBuf(0, n)
+	return p, p.AvailableBuffer()[:n]
 }
 
-// putBody gives a pooled body buffer back (nil: none).
-func putBody(p *[]byte) {
+// putBody gives a body's pooled buffer back (nil: none).
+func putBody(p *bytes.Buffer) {
 	if p != nil {
-		bodyPools[bodyClass(cap(*p))].pool.Put(p)
+		putBuf(p)
 	}
 }
 
@@ -412,7 +394,7 @@ type Body struct {
 // session's byte budget.
 type heldBody struct {
 	s      *Session
-	pooled *[]byte
+	pooled *bytes.Buffer
 	n      uint32
 	share  int64
 	done   bool

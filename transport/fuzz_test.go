@@ -68,7 +68,7 @@ func FuzzFrameStream(f *testing.F) {
 			case h.length > maxBody:
 				err = fr.discard(h.length)
 			case h.typ == frameRequest:
-				var pooled *[]byte
+				var pooled *bytes.Buffer
 				_, pooled, err = fr.ownedBody(h.length)
 				putBody(pooled)
 			default:

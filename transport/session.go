@@ -593,7 +593,7 @@ func (s *Session) decodeResponse(c *call, typ frameType, raw []byte) error {
 
 // runCall runs one incoming request and writes its response. raw is in
 // pooled when pooled is not nil.
-func (s *Session) runCall(m Method, id uint64, raw []byte, pooled *[]byte, share int64) {
+func (s *Session) runCall(m Method, id uint64, raw []byte, pooled *bytes.Buffer, share int64) {
 	defer s.inflight.Add(-1)
 	held := heldBodies.Get().(*heldBody)
 	*held = heldBody{s: s, pooled: pooled, n: uint32(len(raw)), share: share}

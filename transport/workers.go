@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,7 @@ type callJob struct {
 	m      Method
 	id     uint64
 	raw    []byte
-	pooled *[]byte // raw's pooled buffer, nil if raw is its own
+	pooled *bytes.Buffer // raw's pooled buffer, nil if raw is its own
 	share  int64
 }
 
