@@ -46,6 +46,7 @@ type fakeRaylet struct {
 	addr string
 	stop chan struct{} // closes to stop heartbeats
 	once sync.Once
+	beat sync.WaitGroup // the heartbeat goroutine
 
 	// asCalls makes the heartbeats calls, as raylets send them, each
 	// answered with the leader: answered counts the answers naming h1,
@@ -80,7 +81,9 @@ func (f *fakeRaylet) register(ctx context.Context, id string) error {
 // heartbeat sends a heartbeat every 20ms until silence is called.
 func (f *fakeRaylet) heartbeat() {
 	f.t.Cleanup(f.silence)
+	f.beat.Add(1)
 	go func() {
+		defer f.beat.Done()
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -105,7 +108,11 @@ func (f *fakeRaylet) heartbeat() {
 
 // silence stops the heartbeats, as if the process had died on a machine
 // that went away: its session stays open.
-func (f *fakeRaylet) silence() { f.once.Do(func() { close(f.stop) }) }
+// silence stops the heartbeats and returns once none is being sent.
+func (f *fakeRaylet) silence() {
+	f.once.Do(func() { close(f.stop) })
+	f.beat.Wait()
+}
 
 func (f *fakeRaylet) pull(ctx context.Context, wait time.Duration) (wire.PullReply, error) {
 	var rep wire.PullReply
@@ -256,6 +263,13 @@ func TestSilentHolderIsReplaced(t *testing.T) {
 	running := rep.Subtasks[0].ID
 
 	a.silence() // dead while running it; its session stays open
+	// Every heartbeat it sent is read by the head before r1 claims its ID
+	// again: the head reads a session's messages in order, and answers
+	// this call after them. (One still on the wire would be a holder that
+	// beat after the claim, and refuse it.)
+	if err := a.sess.Call(ctx, wire.MethodHeartbeat, wire.Heartbeat{}, &wire.Leader{}); err != nil {
+		t.Fatal(err)
+	}
 	b := dialRaylet(t, ctx, s, "r1", "127.0.0.1:2222")
 	if err := b.register(ctx, "r1"); err != nil {
 		t.Fatalf("r1 restarted after its old process went silent: %v", err)

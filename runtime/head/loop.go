@@ -143,6 +143,12 @@ func (s *Server) handle(env *envelope) {
 	if env.call != 0 {
 		s.lead.pending[env.call] = env
 	}
+	if _, ok := env.ev.(*sched.Register); ok {
+		// A claim on a raylet ID is refused if its holder beat after it:
+		// heartbeats that arrived before it count as before it, not as
+		// of whenever the loop would have stepped them.
+		s.stepBeats()
+	}
 	s.step(env.ev)
 	if ack {
 		reply <- result{}
