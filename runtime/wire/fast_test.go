@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -414,4 +415,148 @@ func TestPullSizeIsNearItsEncoding(t *testing.T) {
 	if n := p.CBORSize(); n < len(enc) || n > len(enc)*4/3 {
 		t.Fatalf("CBORSize %d for a pull of %d bytes: want within a third over", n, len(enc))
 	}
+}
+
+// freeFields is FreeObjects without its codec, for the generic one.
+type freeFields FreeObjects
+
+func randomFrees(rng *rand.Rand) FreeObjects {
+	var f FreeObjects
+	switch rng.IntN(4) {
+	case 0: // nil
+	case 1:
+		f.IDs = []dag.ObjectID{}
+	default:
+		f.IDs = make([]dag.ObjectID, rng.IntN(300))
+		for i := range f.IDs {
+			for k := range f.IDs[i] {
+				f.IDs[i][k] = byte(rng.IntN(256))
+			}
+		}
+	}
+	return f
+}
+
+// TestFreeObjectsCodecMatchesGeneric holds FreeObjects' encoder to the
+// generic encoder's bytes and its decoder to the generic decoder's
+// values, decoding into memory a larger message left.
+func TestFreeObjectsCodecMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	var reused FreeObjects
+	for i := range 2000 {
+		f := randomFrees(rng)
+		want, err := codec.EncMode().Marshal(freeFields(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := f.AppendCBOR(nil)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("frees %d: AppendCBOR\n%x; the generic encoder gives\n%x", i, got, want)
+		}
+		if n := f.CBORSize(); n < len(want) {
+			t.Fatalf("frees %d: CBORSize %d, under its encoding's %d bytes", i, n, len(want))
+		}
+		if via, err := codec.Marshal(f); err != nil || !bytes.Equal(via, want) {
+			t.Fatalf("frees %d: codec.Marshal gives %x, %v; want %x", i, via, err, want)
+		}
+		var generic freeFields
+		if err := codec.DecMode().Unmarshal(want, &generic); err != nil {
+			t.Fatal(err)
+		}
+		if err := codec.Unmarshal(want, &reused); err != nil {
+			t.Fatalf("frees %d: %v", i, err)
+		}
+		if len(reused.IDs) == 0 && len(generic.IDs) == 0 && (reused.IDs == nil) != (generic.IDs == nil) {
+			generic.IDs = reused.IDs // nil and empty mean the same
+		}
+		if !reflect.DeepEqual(reused, FreeObjects(generic)) {
+			t.Fatalf("frees %d: DecodeCBOR gives\n%+v\nthe generic decoder\n%+v", i, reused, generic)
+		}
+	}
+}
+
+// TestFreeObjectsDecodeRefuses: malformed frees are refused, naming what
+// is wrong, and a count of IDs the data cannot hold is refused before it
+// takes memory for them.
+func TestFreeObjectsDecodeRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"not a map", []byte{0x80}, "want major type 5"},
+		{"short ID", append([]byte{0xa1, 0x01, 0x81, 0x4f}, make([]byte, 16)...), "15 bytes, want 16"},
+		{"an ID of another type", append([]byte{0xa1, 0x01, 0x81, 0x70}, make([]byte, 16)...), "want a byte string"},
+		// A million IDs claimed in 12 bytes: refused by the count.
+		{"huge count", append([]byte{0xa1, 0x01, 0x9a, 0x00, 0x0f, 0x42, 0x40}, make([]byte, 12)...), "items in"},
+		// Six one-byte items claimed: each real ID takes 17.
+		{"items too small", []byte{0xa1, 0x01, 0x86, 0, 0, 0, 0, 0, 0}, "a real one takes at least 17"},
+		{"trailing bytes", []byte{0xa1, 0x01, 0x80, 0x00}, "1 bytes after the free objects"},
+		{"duplicate key", []byte{0xa2, 0x01, 0x80, 0x01, 0x80}, "duplicate map key 1"},
+	} {
+		var f FreeObjects
+		err := f.DecodeCBOR(c.data)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
+		if dag.KindOf(err) != dag.KindInvalidArgument {
+			t.Errorf("%s: kind %v, want invalid argument", c.name, dag.KindOf(err))
+		}
+		if cap(f.IDs) > 6 {
+			t.Errorf("%s: took room for %d IDs", c.name, cap(f.IDs))
+		}
+	}
+}
+
+// FuzzFreeObjectsDecode checks that FreeObjects' decoder never panics and
+// agrees with the generic decoder whenever both decode.
+func FuzzFreeObjectsDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for range 10 {
+		b, _ := randomFrees(rng).AppendCBOR(nil)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast FreeObjects
+		var generic freeFields
+		ferr := fast.DecodeCBOR(data)
+		gerr := codec.DecMode().Unmarshal(data, &generic)
+		if len(fast.IDs) == 0 && len(generic.IDs) == 0 {
+			generic.IDs = fast.IDs // nil and empty mean the same
+		}
+		if ferr == nil && gerr == nil && !reflect.DeepEqual(fast, FreeObjects(generic)) {
+			t.Fatalf("decoders disagree on %x:\nfast    %+v\ngeneric %+v", data, fast, generic)
+		}
+	})
+}
+
+func BenchmarkFreeObjectsCodec(b *testing.B) {
+	f := FreeObjects{IDs: make([]dag.ObjectID, 64)}
+	for i := range f.IDs {
+		f.IDs[i] = dag.NewObjectID(dag.PackSubtaskID(7, 1, uint64(1000+i)), 0)
+	}
+	data, _ := f.AppendCBOR(nil)
+	b.Run("encode/generic", func(b *testing.B) {
+		for b.Loop() {
+			codec.EncMode().Marshal(freeFields(f))
+		}
+	})
+	b.Run("encode/fast", func(b *testing.B) {
+		buf := make([]byte, 0, 2*len(data))
+		for b.Loop() {
+			buf, _ = f.AppendCBOR(buf[:0])
+		}
+	})
+	b.Run("decode/generic", func(b *testing.B) {
+		var out freeFields
+		for b.Loop() {
+			codec.DecMode().Unmarshal(data, &out)
+		}
+	})
+	b.Run("decode/fast", func(b *testing.B) {
+		var out FreeObjects
+		for b.Loop() {
+			out.DecodeCBOR(data)
+		}
+	})
 }
