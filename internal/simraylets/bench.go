@@ -76,6 +76,9 @@ type Result struct {
 	PullP50 float64 `json:"pull_p50_us"`
 	PullP99 float64 `json:"pull_p99_us"`
 	Pulls   int64   `json:"pulls"`
+	// FreeMessages is the FreeObjects messages the raylets were sent:
+	// frees that did not ride on a pull reply.
+	FreeMessages int64 `json:"free_messages"`
 	// WarmupRuns is how many times the job ran before this run on the
 	// same heads and raylets (phobos bench --sim-warmup); the Cold
 	// fields are the first of those runs, the job as a fresh process
@@ -166,6 +169,7 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	r.PeakRSS = peakRSS()
 	r.PullP50, r.PullP99 = float64(stats.PullP50)/1e3, float64(stats.PullP99)/1e3
 	r.Pulls = stats.Pulls
+	r.FreeMessages = stats.FreeMessages
 	return r, nil
 }
 

@@ -127,6 +127,7 @@ type Cluster struct {
 	// signalled (without blocking) after each count.
 	freed     atomic.Int64
 	maxFree   atomic.Int64
+	freeMsgs  atomic.Int64
 	freedMore chan struct{}
 
 	mu      sync.Mutex
@@ -413,6 +414,9 @@ type Stats struct {
 	// messages and pull replies), and MaxFreeBatch the most one
 	// FreeObjects message named.
 	Freed, MaxFreeBatch int64
+	// FreeMessages is how many FreeObjects messages came (frees that
+	// did not ride on a pull reply).
+	FreeMessages int64
 	// HeadBytes is the bytes through every head's connections, both ways
 	// (Raft between heads included).
 	HeadBytes int64
@@ -426,7 +430,7 @@ type Stats struct {
 func (c *Cluster) Stats() Stats {
 	return Stats{
 		Pulls: c.pulls.Load(), Completed: c.done.Load(), HeadBytes: c.bytes.Load(),
-		Freed: c.freed.Load(), MaxFreeBatch: c.maxFree.Load(),
+		Freed: c.freed.Load(), MaxFreeBatch: c.maxFree.Load(), FreeMessages: c.freeMsgs.Load(),
 		PullP50: c.lat.quantile(0.5), PullP99: c.lat.quantile(0.99),
 	}
 }
@@ -437,6 +441,7 @@ func (c *Cluster) ResetStats() {
 	c.done.Store(0)
 	c.freed.Store(0)
 	c.maxFree.Store(0)
+	c.freeMsgs.Store(0)
 	c.bytes.Store(0)
 	c.lat.reset()
 }
@@ -501,6 +506,7 @@ func (k sink) HandleMessage(_ *transport.Session, m transport.Method, b transpor
 	if b.Decode(&msg) != nil {
 		return
 	}
+	k.c.freeMsgs.Add(1)
 	n := int64(len(msg.IDs))
 	for cur := k.c.maxFree.Load(); n > cur && !k.c.maxFree.CompareAndSwap(cur, n); cur = k.c.maxFree.Load() {
 	}
