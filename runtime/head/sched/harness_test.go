@@ -223,6 +223,10 @@ func (h *harness) take(fx *Effects) {
 		for _, sp := range specs {
 			id := fmt.Sprintf("%s/%d", h.sid(sp.ID), sp.Attempt)
 			for _, in := range sp.Inputs {
+				if in.Pending && len(in.Locations) > 0 {
+					// The raylet waits for it where it is made, itself.
+					h.t.Errorf("%s: pending input %v names locations %v", h.sid(sp.ID), in.Object, in.Locations)
+				}
 				if in.Pending { // dispatched ahead of this input: ^ names its maker
 					id += "^" + h.sid(in.Object.Subtask())
 				}

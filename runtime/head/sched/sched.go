@@ -862,13 +862,18 @@ func (s *scheduler) spec(j *stage, i int32) wire.SubtaskSpec {
 					size = pj.size[pc]
 					if pending = pj.state[pi] != Finished; pending {
 						// Dispatched ahead of it (see pipeline): made on this
-						// raylet, its size known from its shape alone.
+						// raylet, its size known from its shape alone. The
+						// raylet waits for it there, so no location is sent:
+						// it was the raylet's own address, about a tenth of
+						// the bytes of a reply of such subtasks.
 						size = pj.sg.Chunks.Meta(pc).Bytes()
 					}
 					if part > 0 {
 						size /= int64(max(1, len(pj.sg.Succs.Row(pi)))) // one reducer's share
 					}
-					s.locBuf = s.appendLocations(s.locBuf, pj, pi)
+					if !pending {
+						s.locBuf = s.appendLocations(s.locBuf, pj, pi)
+					}
 				}
 				s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Part: part, Pending: pending, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
 				k = len(s.inBuf) - 1 - in0
