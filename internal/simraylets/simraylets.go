@@ -114,14 +114,10 @@ type Cluster struct {
 
 	ctx    context.Context // the pulls'
 	cancel context.CancelFunc
-	// hbCtx is the heartbeats': they go on until every raylet said
-	// goodbye.
-	hbCtx    context.Context
-	hbCancel context.CancelFunc
-	wg       sync.WaitGroup
-	lat      histogram
-	pulls    atomic.Int64
-	done     atomic.Int64
+	wg     sync.WaitGroup
+	lat    histogram
+	pulls  atomic.Int64
+	done   atomic.Int64
 	// freed counts the objects the head told raylets to free, and
 	// maxFree the most one FreeObjects message named; freedMore is
 	// signalled (without blocking) after each count.
@@ -144,7 +140,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, mem: transport.NewMemNetwork(), token: []byte(strings.Repeat("simraylets-token", 2)), freedMore: make(chan struct{}, 1)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.hbCtx, c.hbCancel = context.WithCancel(context.Background())
 	var peers []raftmeta.Server
 	for i := range cfg.Heads {
 		addr := fmt.Sprintf("10.0.1.%d:7000", i+1)
@@ -221,6 +216,16 @@ func (c *Cluster) startRaylet(i int, registered chan<- struct{}) {
 		// measure that rather than the head's steady state.
 		CheckTimeout:   30 * time.Second,
 		AttemptTimeout: 30 * time.Second,
+		// The heartbeat is the leader check, a call a second, as a real
+		// raylet makes it (one goroutine a raylet: one beating for a
+		// thousand raylets falls behind as soon as a few calls wait).
+		// It goes on until the raylet's Conn closes, after its goodbye.
+		CheckInterval: c.cfg.HeartbeatInterval,
+		Check: func(ctx context.Context, s *transport.Session) (wire.Leader, error) {
+			var ld wire.Leader
+			err := s.Call(ctx, wire.MethodHeartbeat, wire.Heartbeat{Store: wire.StoreStats{Capacity: 1 << 30}}, &ld)
+			return ld, err
+		},
 		OnConnect: func(ctx context.Context, s *transport.Session) error {
 			// It takes subtasks ahead of their inputs, as a real raylet
 			// does: it completes a pull's subtasks in the order they came,
@@ -238,9 +243,8 @@ func (c *Cluster) startRaylet(i int, registered chan<- struct{}) {
 	c.mu.Lock()
 	c.conns = append(c.conns, lc)
 	c.mu.Unlock()
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go c.pullLoop(lc)
-	go c.heartbeat(lc)
 }
 
 // pullLoop is a raylet that finishes every subtask the moment it arrives:
@@ -395,25 +399,6 @@ func (r *simReply) DecodeCBOR(data []byte) error {
 	return nil
 }
 
-// heartbeat beats for one raylet each HeartbeatInterval. Each raylet has
-// its own goroutine, as a real one does: one goroutine beating for a
-// thousand raylets falls behind as soon as a few sends wait.
-func (c *Cluster) heartbeat(lc *leader.Conn) {
-	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.hbCtx.Done():
-			return
-		case <-t.C:
-		}
-		if s := lc.Current(); s != nil {
-			_ = s.Send(wire.MethodHeartbeat, wire.Heartbeat{}) // a lost session reconnects on the next pull
-		}
-	}
-}
-
 // Client connects a driver (plaintext, name "bench"); Close closes it.
 func (c *Cluster) Client(ctx context.Context, opts phobos.Options) (*phobos.Client, error) {
 	opts.Transport = c.transport("10.0.3.1", transport.RoleClient, false)
@@ -503,7 +488,6 @@ func (c *Cluster) Close() error {
 	}
 	closing.Wait()
 	c.cancel()
-	c.hbCancel()
 	c.wg.Wait()
 	for _, lc := range conns {
 		closing.Go(func() { lc.Close() })
