@@ -155,6 +155,24 @@ func TestPullReplyCodecMatchesGeneric(t *testing.T) {
 		if err := codec.Unmarshal(want, &reused); err != nil || !reflect.DeepEqual(normal(reused), normal(generic)) {
 			t.Fatalf("reply %d: decoded into reused memory: %v\n%+v\nwant %+v", i, err, reused, generic)
 		}
+		checkSkim(t, want, &fast)
+	}
+}
+
+// checkSkim holds SkimPullReply to what the full decode of data gave.
+func checkSkim(t *testing.T, data []byte, full *PullReply) {
+	t.Helper()
+	var got []SkimmedSpec
+	frees, more, err := SkimPullReply(data, func(s *SkimmedSpec) { got = append(got, *s) })
+	if err != nil {
+		t.Fatalf("SkimPullReply of %x: %v; DecodeCBOR took it", data, err)
+	}
+	var want []SkimmedSpec
+	for _, sp := range full.Subtasks {
+		want = append(want, SkimmedSpec{ID: sp.ID, Attempt: sp.Attempt, Outputs: len(sp.Outputs), OutputBytes: sp.OutputBytes})
+	}
+	if !reflect.DeepEqual(got, want) || frees != len(full.Free) || more != full.More {
+		t.Fatalf("SkimPullReply of %x gives\n%+v, %d frees, more %v\nDecodeCBOR\n%+v, %d frees, more %v", data, got, frees, more, want, len(full.Free), full.More)
 	}
 }
 
@@ -182,6 +200,9 @@ func TestPullReplyDecodeRefuses(t *testing.T) {
 		if err := r.DecodeCBOR(c.data); err == nil {
 			t.Errorf("%s: decoded without error: %+v", c.what, r)
 		}
+		if _, _, err := SkimPullReply(c.data, func(*SkimmedSpec) {}); err == nil {
+			t.Errorf("%s: skimmed without error", c.what)
+		}
 	}
 }
 
@@ -199,6 +220,9 @@ func FuzzPullReplyDecode(f *testing.F) {
 		gerr := codec.DecMode().Unmarshal(data, &generic)
 		if ferr == nil && gerr == nil && !reflect.DeepEqual(normal(fast), normal(generic)) {
 			t.Fatalf("decoders disagree on %x:\nfast    %+v\ngeneric %+v", data, fast, generic)
+		}
+		if ferr == nil {
+			checkSkim(t, data, &fast)
 		}
 	})
 }
