@@ -202,7 +202,8 @@ type OpSpec struct {
 type InputSpec struct {
 	Object dag.ObjectID `cbor:"1,keyasint"`
 	Size   int64        `cbor:"2,keyasint"`
-	// Locations are raylet addresses holding the object, best first.
+	// Locations are raylet addresses holding the object, best first
+	// (none when Pending: it is made on the raylet that reads it).
 	Locations []string `cbor:"3,keyasint,omitempty"`
 	// Part, when not 0, says the subtask reads only part Part-1 of this
 	// partitioned object (a shuffle); Size then estimates that part.
