@@ -371,14 +371,14 @@ func (r *simReply) DecodeCBOR(data []byte) error {
 	if b != nil {
 		b.done, b.sizes = b.done[:0], b.sizes[:0]
 	}
-	free, _, err := wire.SkimPullReply(data, func(sp *wire.SkimmedSpec) {
+	free, _, err := wire.SkimPullReply(data, func(sp *wire.SubtaskSpec) {
 		if b == nil {
 			b = simBufs.get()
 			r.buf = b
 		}
 		s0 := len(b.sizes)
 		for range sp.Outputs {
-			b.sizes = append(b.sizes, max(1, sp.OutputBytes/int64(sp.Outputs)))
+			b.sizes = append(b.sizes, max(1, sp.OutputBytes/int64(len(sp.Outputs))))
 		}
 		b.done = append(b.done, wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: b.sizes[s0:len(b.sizes):len(b.sizes)]})
 	})

@@ -538,7 +538,7 @@ func (r *PullReply) decode(d *reader) error {
 	return d.fields("pull reply", func(k uint64) (err error) {
 		switch k {
 		case 1:
-			r.Subtasks, err = list(d, r.Subtasks, 0, "pull reply: subtasks", func(s *SubtaskSpec) error { return s.decode(d) })
+			r.Subtasks, err = list(d, r.Subtasks, 0, "pull reply: subtasks", func(s *SubtaskSpec) error { return s.decode(d, false) })
 		case 2:
 			r.Free, err = d.objectIDs(r.Free, "pull reply: frees")
 		case 3:
@@ -550,8 +550,13 @@ func (r *PullReply) decode(d *reader) error {
 	})
 }
 
-func (s *SubtaskSpec) decode(d *reader) error {
+// decode reads a subtask spec; with skim, its ops and inputs are checked
+// as CBOR and skipped (SkimPullReply).
+func (s *SubtaskSpec) decode(d *reader, skim bool) error {
 	return d.fields("subtask", func(k uint64) (err error) {
+		if skim && (k == 3 || k == 5) {
+			return d.skip(0)
+		}
 		switch k {
 		case 1:
 			err = d.id(s.ID[:], "subtask: id")
@@ -907,25 +912,18 @@ func (f *FreeObjects) DecodeCBOR(data []byte) error {
 	return d.end(err, "free objects")
 }
 
-// SkimmedSpec is what SkimPullReply reads of a subtask: who it is and
-// what it makes, not how.
-type SkimmedSpec struct {
-	ID          dag.SubtaskID
-	Attempt     int
-	Outputs     int // how many
-	OutputBytes int64
-}
-
 // SkimPullReply reads a pull reply as a raylet that runs nothing needs it
 // (the simulated raylets of `phobos bench --sim-raylets`): each subtask's
-// identity and outputs, given to each in order, and the count of frees.
-// Ops and inputs are checked as CBOR and skipped, not decoded: a full
-// decode cost the simulated raylets a third of a microsecond a subtask and
-// a reply's worth of memory each, on the cores the head they measure runs
-// on. It refuses what DecodeCBOR refuses for the fields it reads.
-func SkimPullReply(data []byte, each func(*SkimmedSpec)) (frees int, more bool, err error) {
+// ID, attempt, outputs and output bytes, given to each in order in a spec
+// whose Ops and Inputs are left empty (valid during the call only), and
+// the count of frees. Ops and inputs are checked as CBOR and skipped, not
+// decoded: a full decode cost the simulated raylets a third of a
+// microsecond a subtask and a reply's worth of memory each, on the cores
+// the head they measure runs on. It refuses what DecodeCBOR refuses for
+// the fields it reads.
+func SkimPullReply(data []byte, each func(*SubtaskSpec)) (frees int, more bool, err error) {
 	d := reader{data: data}
-	var sp SkimmedSpec
+	var sp SubtaskSpec
 	err = d.fields("pull reply", func(k uint64) error {
 		switch k {
 		case 1:
@@ -934,8 +932,8 @@ func SkimPullReply(data []byte, each func(*SkimmedSpec)) (frees int, more bool, 
 				return err
 			}
 			for range n {
-				sp = SkimmedSpec{}
-				if err := sp.skim(&d); err != nil {
+				sp = SubtaskSpec{Outputs: sp.Outputs[:0]}
+				if err := sp.decode(&d, true); err != nil {
 					return err
 				}
 				each(&sp)
@@ -961,27 +959,4 @@ func SkimPullReply(data []byte, each func(*SkimmedSpec)) (frees int, more bool, 
 		return d.skip(0)
 	})
 	return frees, more, d.end(err, "reply")
-}
-
-func (s *SkimmedSpec) skim(d *reader) error {
-	return d.fields("subtask", func(k uint64) (err error) {
-		switch k {
-		case 1:
-			err = d.id(s.ID[:], "subtask: id")
-		case 2:
-			var v int64
-			v, err = d.int(64, "subtask: attempt")
-			s.Attempt = int(v)
-		case 4:
-			s.Outputs, _, err = d.array("subtask: outputs")
-			for k := 0; err == nil && k < s.Outputs; k++ {
-				_, err = d.int(32, "subtask: output")
-			}
-		case 6:
-			s.OutputBytes, err = d.int(64, "subtask: output bytes")
-		default:
-			err = d.skip(0)
-		}
-		return err
-	})
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -162,14 +163,27 @@ func TestPullReplyCodecMatchesGeneric(t *testing.T) {
 // checkSkim holds SkimPullReply to what the full decode of data gave.
 func checkSkim(t *testing.T, data []byte, full *PullReply) {
 	t.Helper()
-	var got []SkimmedSpec
-	frees, more, err := SkimPullReply(data, func(s *SkimmedSpec) { got = append(got, *s) })
+	// What SkimPullReply gives, and what it should: the full decode
+	// without ops and inputs (outputs nil and empty alike).
+	type skimmed struct {
+		ID          dag.SubtaskID
+		Attempt     int
+		Outputs     string
+		OutputBytes int64
+	}
+	var got []skimmed
+	frees, more, err := SkimPullReply(data, func(s *SubtaskSpec) {
+		if len(s.Ops) > 0 || len(s.Inputs) > 0 {
+			t.Fatalf("SkimPullReply of %x decoded ops or inputs: %+v", data, *s)
+		}
+		got = append(got, skimmed{s.ID, s.Attempt, fmt.Sprint(s.Outputs), s.OutputBytes})
+	})
 	if err != nil {
 		t.Fatalf("SkimPullReply of %x: %v; DecodeCBOR took it", data, err)
 	}
-	var want []SkimmedSpec
+	var want []skimmed
 	for _, sp := range full.Subtasks {
-		want = append(want, SkimmedSpec{ID: sp.ID, Attempt: sp.Attempt, Outputs: len(sp.Outputs), OutputBytes: sp.OutputBytes})
+		want = append(want, skimmed{sp.ID, sp.Attempt, fmt.Sprint(sp.Outputs), sp.OutputBytes})
 	}
 	if !reflect.DeepEqual(got, want) || frees != len(full.Free) || more != full.More {
 		t.Fatalf("SkimPullReply of %x gives\n%+v, %d frees, more %v\nDecodeCBOR\n%+v, %d frees, more %v", data, got, frees, more, want, len(full.Free), full.More)
@@ -200,7 +214,7 @@ func TestPullReplyDecodeRefuses(t *testing.T) {
 		if err := r.DecodeCBOR(c.data); err == nil {
 			t.Errorf("%s: decoded without error: %+v", c.what, r)
 		}
-		if _, _, err := SkimPullReply(c.data, func(*SkimmedSpec) {}); err == nil {
+		if _, _, err := SkimPullReply(c.data, func(*SubtaskSpec) {}); err == nil {
 			t.Errorf("%s: skimmed without error", c.what)
 		}
 	}
