@@ -544,3 +544,44 @@ func TestImminent(t *testing.T) {
 		t.Fatalf("chain: imminent %d with %d running, want 1, not more than running", got, c.Running())
 	}
 }
+
+// TestReaderOfASubtaskSentAgain: a subtask the head sends again while an
+// attempt of it runs (a lost completion, a new leader) may end first with
+// the reader's input stored; the reader then waits only for its other
+// input, though the subtask is still here, and starts once that ends. (The
+// invariants, under -tags invariants, took that state for a broken one.)
+func TestReaderOfASubtaskSentAgain(t *testing.T) {
+	m, err := New(Config{Slots: 2, Prefetch: 4, CancelGrace: time.Second, Room: 1 << 30},
+		func(Subtask[int], Reason) int { return -1 }, intFailed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Room(1<<30, t0)
+	p, q, r := dag.PackSubtaskID(1, 1, 7), dag.PackSubtaskID(1, 1, 8), dag.PackSubtaskID(1, 1, 9)
+	started := map[int]Effect[int, int]{}
+	note := func(effs []Effect[int, int]) {
+		for _, e := range effs {
+			if e.Kind == Start {
+				started[e.Task.Spec] = e
+			}
+		}
+	}
+	note(m.Pulled([]Subtask[int]{{ID: p, Spec: 1}, {ID: q, Spec: 2}, {ID: r, Spec: 3, After: []dag.SubtaskID{p, q}}}, false, t0))
+	if _, ok := started[1]; !ok {
+		t.Fatalf("p did not start: %v", started)
+	}
+	if _, ok := started[2]; !ok {
+		t.Fatalf("q did not start: %v", started)
+	}
+	note(m.Pulled([]Subtask[int]{{ID: p, Attempt: 1, Spec: 4}}, false, t0))
+	note(m.Finished(started[1].Slot, started[1].Run, 0, time.Millisecond, t0))
+	if _, ok := started[3]; ok {
+		t.Fatal("the reader started before q ended")
+	}
+	note(m.Finished(started[2].Slot, started[2].Run, 0, time.Millisecond, t0))
+	_, readerRan := started[3]
+	_, againRan := started[4]
+	if !readerRan || !againRan {
+		t.Fatalf("after both inputs ended: reader started %v, p's second attempt %v; want both", readerRan, againRan)
+	}
+}
