@@ -107,8 +107,8 @@ func (f *fakeRaylet) heartbeat() {
 }
 
 // silence stops the heartbeats, as if the process had died on a machine
-// that went away: its session stays open.
-// silence stops the heartbeats and returns once none is being sent.
+// that went away (its session stays open), and returns once none is
+// being sent.
 func (f *fakeRaylet) silence() {
 	f.once.Do(func() { close(f.stop) })
 	f.beat.Wait()
