@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"net"
+	"sync/atomic"
 )
 
 // coalesceConn sits between yamux and the TCP conn. yamux's send loop
@@ -13,8 +14,12 @@ import (
 //
 // Only yamux's send loop writes to it (yamux serializes all writes there),
 // so it needs no lock. The header layout is yamux's documented v0 format.
+//
+// It also counts the bytes read, for the session's keepalive: any byte
+// from the peer shows it alive.
 type coalesceConn struct {
 	net.Conn
+	read    atomic.Uint64 // bytes read so far
 	held    [yamuxHeaderSize]byte
 	holding bool
 	bufs    [2][]byte
@@ -38,6 +43,14 @@ const (
 	yamuxHeaderSize = 12
 	yamuxTypeData   = 0
 )
+
+func (c *coalesceConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.read.Add(uint64(n))
+	}
+	return n, err
+}
 
 func (c *coalesceConn) Write(p []byte) (int, error) {
 	if !c.holding {

@@ -116,8 +116,10 @@ type Config struct {
 	// HandshakeTimeout bounds the whole handshake (and, on the listener, the
 	// wait for the dialer's control stream). Default 5s.
 	HandshakeTimeout time.Duration
-	// KeepAliveInterval is how often yamux pings the peer; a ping that gets
-	// no answer within WriteTimeout closes the session. Default 5s.
+	// KeepAliveInterval is how often a session checks that its peer is
+	// alive: a peer from which nothing arrived for a whole interval is
+	// pinged, and the session closes if nothing, the answer included,
+	// arrives within WriteTimeout. Default 5s.
 	KeepAliveInterval time.Duration
 	// WriteTimeout bounds one control-frame write (and is yamux's
 	// ConnectionWriteTimeout). A write that cannot finish in time closes the

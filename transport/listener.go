@@ -282,7 +282,8 @@ func (l *Listener) handshake(raw net.Conn, src netip.Addr) {
 		return
 	}
 
-	ys, err := yamux.Server(newCoalesceConn(conn), yamuxConfig(&l.cfg))
+	cc := newCoalesceConn(conn)
+	ys, err := yamux.Server(cc, yamuxConfig(&l.cfg))
 	if err != nil {
 		fail(conn, errorf(CodeInternal, "handshake from %s: starting yamux: %w", remote, err))
 		return
@@ -312,7 +313,7 @@ func (l *Listener) handshake(raw net.Conn, src netip.Addr) {
 		return
 	}
 	release()
-	s := newSession(ys, ctrl, remote, info, &l.cfg, l.budget)
+	s := newSession(ys, cc, ctrl, remote, info, &l.cfg, l.budget)
 	l.cfg.Logger.Debug("transport: session accepted", "peer", info.nodeID, "name", info.peer.Name, "role", info.peer.Role.String(), "remote", remote.String())
 	select {
 	case l.sessions <- s:
@@ -399,7 +400,8 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ys, err := yamux.Client(newCoalesceConn(conn), yamuxConfig(&cfg))
+	cc := newCoalesceConn(conn)
+	ys, err := yamux.Client(cc, yamuxConfig(&cfg))
 	if err != nil {
 		conn.Close()
 		return nil, errorf(CodeInternal, "dial %s: starting yamux: %w", addr, err)
@@ -409,7 +411,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Session, error) {
 		ys.Close()
 		return nil, errorf(CodeUnavailable, "dial %s: opening the control stream: %w", addr, err)
 	}
-	return newSession(ys, ctrl, conn.RemoteAddr(), info, &cfg, nil), nil
+	return newSession(ys, cc, ctrl, conn.RemoteAddr(), info, &cfg, nil), nil
 }
 
 // DialRaw connects to a listener at addr for purpose p (not PurposeRPC) and

@@ -46,7 +46,8 @@ type Session struct {
 	cfg        Config
 	log        *slog.Logger
 	ys         *yamux.Session
-	ctrl       net.Conn // the control stream
+	conn       *coalesceConn // under ys; counts the bytes read for the keepalive
+	ctrl       net.Conn      // the control stream
 	remoteID   string
 	remoteAddr net.Addr
 	peer       Peer
@@ -91,11 +92,12 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan error, 1)} }}
 
-func newSession(ys *yamux.Session, ctrl net.Conn, remote net.Addr, info peerInfo, cfg *Config, lbudget *budget) *Session {
+func newSession(ys *yamux.Session, conn *coalesceConn, ctrl net.Conn, remote net.Addr, info peerInfo, cfg *Config, lbudget *budget) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Session{
 		cfg:        *cfg,
 		ys:         ys,
+		conn:       conn,
 		ctrl:       ctrl,
 		remoteID:   info.nodeID,
 		remoteAddr: remote,
@@ -113,13 +115,53 @@ func newSession(ys *yamux.Session, ctrl net.Conn, remote net.Addr, info peerInfo
 	s.log = cfg.Logger.With("peer", info.nodeID, "remote", remote.String())
 	go s.readLoop()
 	go s.acceptLoop()
+	go s.keepalive()
 	return s
+}
+
+// keepalive checks every KeepAliveInterval that the peer is alive. Any
+// byte that arrived since the last check shows it is. A peer silent for a
+// whole interval is pinged, and the session closes if nothing at all, the
+// answer included, arrives within WriteTimeout.
+//
+// yamux's own keepalive (off) pings whatever the traffic and closes the
+// session when the answer is late, even while the peer's data streams in:
+// a peer busy writing a large frame queues its answer behind it, and on a
+// loaded machine a head dropped clients in the middle of their 16 MiB
+// requests that way.
+func (s *Session) keepalive() {
+	t := time.NewTimer(s.cfg.KeepAliveInterval)
+	defer t.Stop()
+	seen := s.conn.read.Load()
+	for {
+		select {
+		case <-t.C:
+		case <-s.done:
+			return
+		}
+		if n := s.conn.read.Load(); n != seen {
+			seen = n
+			t.Reset(s.cfg.KeepAliveInterval)
+			continue
+		}
+		_, err := s.ys.Ping() // waits up to WriteTimeout to send, and as long for the answer
+		if n := s.conn.read.Load(); n != seen || err == nil {
+			seen = n
+			t.Reset(s.cfg.KeepAliveInterval)
+			continue
+		}
+		if !errors.Is(err, yamux.ErrSessionShutdown) {
+			s.closeWith(errorf(CodeUnavailable, "peer %q (%s) stopped answering keepalives: nothing arrived for %v, nor within %v of a ping; closing the session: %w",
+				s.remoteID, s.remoteAddr, s.cfg.KeepAliveInterval, s.cfg.WriteTimeout, err))
+		}
+		return
+	}
 }
 
 func yamuxConfig(cfg *Config) *yamux.Config {
 	c := yamux.DefaultConfig()
 	c.AcceptBacklog = 256
-	c.EnableKeepAlive = true
+	c.EnableKeepAlive = false // Session.keepalive does it, counting any traffic
 	c.KeepAliveInterval = cfg.KeepAliveInterval
 	c.ConnectionWriteTimeout = cfg.WriteTimeout
 	c.MaxStreamWindowSize = cfg.StreamWindow
@@ -674,9 +716,6 @@ func (s *Session) acceptLoop() {
 
 func (s *Session) yamuxError(err error) error {
 	switch {
-	case errors.Is(err, yamux.ErrKeepAliveTimeout):
-		return errorf(CodeUnavailable, "peer %q (%s) stopped answering keepalives (within %v); closing the session: %w",
-			s.remoteID, s.remoteAddr, s.cfg.WriteTimeout, err)
 	case errors.Is(err, yamux.ErrSessionShutdown):
 		return errorf(CodeUnavailable, "session with %q (%s) shut down: %w", s.remoteID, s.remoteAddr, err)
 	case errors.Is(err, io.EOF):

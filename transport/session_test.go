@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -570,8 +571,8 @@ func TestStreamFromServer(t *testing.T) {
 	})
 }
 
-// freezeConn silently drops writes once frozen: a peer that vanished
-// without closing anything.
+// freezeConn silently drops what is written and read once frozen: a peer
+// that vanished without closing anything.
 type freezeConn struct {
 	net.Conn
 	frozen *atomic.Bool
@@ -582,6 +583,82 @@ func (c freezeConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.Conn.Write(p)
+}
+
+func (c freezeConn) Read(p []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(p)
+		if err != nil || !c.frozen.Load() {
+			return n, err
+		}
+	}
+}
+
+// dropPongs drops the yamux ping answers written through it once armed
+// (yamux's header: version 0, type 2 ping, flag 2 ACK), and counts them:
+// a peer whose answers are late, as behind a large frame it is writing,
+// while its data arrives. Plaintext only, where yamux's frames are what
+// is written.
+type dropPongs struct {
+	net.Conn
+	armed   *atomic.Bool
+	dropped *atomic.Int32
+}
+
+func (c dropPongs) Write(p []byte) (int, error) {
+	if c.armed.Load() && len(p) == yamuxHeaderSize && p[0] == 0 && p[1] == 2 && binary.BigEndian.Uint16(p[2:4])&2 != 0 {
+		c.dropped.Add(1)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// TestKeepaliveCountsTraffic: a session keeps a peer whose ping answers
+// never come as long as its data does, and closes it once nothing comes
+// at all. yamux's own keepalive closed it after the first unanswered ping
+// (a head dropped clients in the middle of their 16 MiB requests that way).
+func TestKeepaliveCountsTraffic(t *testing.T) {
+	nets(t, plainConfig, func(t *testing.T, mk func(string, *logRecorder) Config) {
+		scfg := mk("srv", nil)
+		scfg.KeepAliveInterval = 100 * time.Millisecond
+		scfg.WriteTimeout = 500 * time.Millisecond
+		ts := startServer(t, scfg, newTestHandler())
+		var armed atomic.Bool
+		var dropped atomic.Int32
+		ccfg := mk("cli", nil)
+		ccfg.WrapConn = func(c net.Conn) net.Conn { return dropPongs{c, &armed, &dropped} }
+		c := dial(t, ts.addr(), ccfg, nil)
+		srv := <-ts.sessions
+		if _, err := srv.ys.Ping(); err != nil {
+			t.Fatalf("a ping before the pongs are dropped: %v", err)
+		}
+		armed.Store(true)
+		// Three times what an unanswered ping takes to close the session,
+		// a message every 10 ms.
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for end := time.Now().Add(3 * (scfg.KeepAliveInterval + scfg.WriteTimeout)); time.Now().Before(end); <-tick.C {
+			if err := c.Send(mSeq, echoMsg{N: 1}); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			if err := srv.Err(); err != nil {
+				t.Fatalf("the server closed a session whose data kept arriving: %v", err)
+			}
+		}
+		// Now silence: the server's ping goes unanswered, and it closes.
+		select {
+		case <-srv.Done():
+		case <-time.After(waitLimit):
+			t.Fatal("the server kept a silent session")
+		}
+		if err := srv.Err(); !strings.Contains(err.Error(), "stopped answering keepalives") {
+			t.Fatalf("Err() = %v", err)
+		}
+		if dropped.Load() == 0 {
+			t.Fatal("no ping answer was dropped: the session closed for another reason")
+		}
+		t.Logf("%v; %d answers dropped", srv.Err(), dropped.Load())
+	})
 }
 
 func TestKeepaliveDetectsSilentPeer(t *testing.T) {
