@@ -150,6 +150,12 @@ func TestHeadUnderAttack(t *testing.T) {
 		pending.Store(sessions)
 		var wg sync.WaitGroup
 		started := make(chan struct{}, sessions)
+		send := make(chan struct{})
+		// The head reads the frames as fast as the machine lets it, which
+		// with other tests running may be slower than a 16 MiB frame a
+		// WriteTimeout (10 s); how long a write may take is not under test.
+		hostile := client
+		hostile.WriteTimeout = 2 * time.Minute
 		for i := range sessions {
 			wg.Add(1)
 			go func() {
@@ -157,26 +163,14 @@ func TestHeadUnderAttack(t *testing.T) {
 				defer pending.Add(-1)
 				cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 				defer cancel()
-				// The dial is not under test, the frame is: on a machine
-				// busy with other tests the head may time out a handshake
-				// (5 s) while twelve 16 MiB frames arrive, so a failed
-				// dial is tried again, up to three times.
-				var s *transport.Session
-				var err error
-				for try := 0; try < 3; try++ {
-					if s, err = transport.Dial(cctx, h.Addr, client); err == nil || cctx.Err() != nil {
-						break
-					}
-					t.Logf("session %d: dial %d failed, trying again: %v", i, try+1, err)
-				}
+				s, err := openSession(t, cctx, h.Addr, hostile, "hostile "+strconv.Itoa(i))
+				started <- struct{}{}
 				if err != nil {
 					errs[i] = err
-					started <- struct{}{}
 					return
 				}
 				defer s.Close()
-				s.Serve(nil)
-				started <- struct{}{}
+				<-send
 				var rep wire.SubmitReply
 				if err := s.Call(cctx, wire.MethodSubmitJob, codec.RawMessage(frames[i%len(frames)].body), &rep); err != nil {
 					errs[i] = err
@@ -185,13 +179,26 @@ func TestHeadUnderAttack(t *testing.T) {
 				errs[i] = errors.New("accepted as job " + strconv.Itoa(int(rep.Task)))
 			}()
 		}
+		// Every session is open before any frame goes out: the frames
+		// are under test, and twelve handshakes on a machine busy with
+		// decoding them (and with other tests) could outlast the head's
+		// handshake timeout.
 		for range sessions {
 			<-started
 		}
-		// Meanwhile: another connection is served.
+		close(send)
+		// Meanwhile another connection is served, within 20 s, on a
+		// session known to be open: the head times out
+		// a handshake that takes 5 s, as one may while it decodes the
+		// frames on a machine busy with other tests, and a client dials
+		// again then; so does this one.
 		sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
 		var st wire.ClusterStatus
-		err := headCall(sctx, h.Addr, admin, wire.MethodClusterStatus, wire.ClusterStatusRequest{}, &st)
+		ss, err := openSession(t, sctx, h.Addr, admin, "status")
+		if err == nil {
+			err = ss.Call(sctx, wire.MethodClusterStatus, wire.ClusterStatusRequest{}, &st)
+			ss.Close()
+		}
 		scancel()
 		left := pending.Load()
 		if err != nil || st.Leader != "h1" {
@@ -390,6 +397,30 @@ func (f *flood) hold(ctx context.Context, d *net.Dialer, addr string, c net.Conn
 		if c, err = d.DialContext(ctx, "tcp", addr); err != nil {
 			return
 		}
+	}
+}
+
+// openSession dials a session to the head at addr and makes one round
+// trip on it, so that the head is known to hold it (a dial can return
+// while the head, busy, is timing out its side of the handshake). A
+// failure is tried again, up to three times, and logged: what a test
+// checks is what the session then carries.
+func openSession(t *testing.T, ctx context.Context, addr string, cfg transport.Config, name string) (*transport.Session, error) {
+	var err error
+	for try := 1; ; try++ {
+		var s *transport.Session
+		if s, err = transport.Dial(ctx, addr, cfg); err == nil {
+			s.Serve(nil)
+			var l wire.Leader
+			if err = s.Call(ctx, wire.MethodLeader, struct{}{}, &l); err == nil {
+				return s, nil
+			}
+			s.Close()
+		}
+		if try == 3 || ctx.Err() != nil {
+			return nil, err
+		}
+		t.Logf("%s session: opening it failed (try %d), trying again: %v", name, try, err)
 	}
 }
 
