@@ -58,6 +58,10 @@ type Result struct {
 	ProcessCPUPerSubtask float64 `json:"process_cpu_s_per_subtask"`
 	// HeadBytesPerSubtask is the bytes through the heads' connections.
 	HeadBytesPerSubtask float64 `json:"head_bytes_per_subtask"`
+	// PageFaults is the process's minor page faults while the job ran:
+	// memory touched for the first time (or again, after the runtime gave
+	// it back to the system), each a trip into the kernel.
+	PageFaults int64 `json:"page_faults"`
 	// HeapPerSubtask is the process heap held per subtask once the job
 	// finished, before it is released; HeapAfterRelease what is left of it
 	// after (0: back to the baseline). Both are the whole process's: the
@@ -99,7 +103,7 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	c.ResetStats()
-	cpu0 := processCPU()
+	cpu0, faults0 := processCPU()
 	var (
 		j     *phobos.Job
 		st    phobos.JobStatus
@@ -137,7 +141,8 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	if err != nil {
 		return r, err
 	}
-	cpu := processCPU() - cpu0
+	cpu, faults := processCPU()
+	cpu, faults = cpu-cpu0, faults-faults0
 	stats := c.Stats()
 	runtime.GC()
 	runtime.ReadMemStats(&done)
@@ -157,6 +162,7 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	n := float64(st.Subtasks)
 	r.N, r.Seconds, r.PerSec = int64(st.Subtasks), secs, n/secs
 	r.ProcessCPUPerSubtask = cpu / n
+	r.PageFaults = faults
 	if byLabel != nil {
 		r.HeadCPUPerSubtask = byLabel[LabelHead] / n
 	}
@@ -173,13 +179,14 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	return r, nil
 }
 
-// processCPU is the process's user and system CPU seconds so far.
-func processCPU() float64 {
+// processCPU is the process's user and system CPU seconds so far, and
+// its minor page faults.
+func processCPU() (float64, int64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9, ru.Minflt
 }
 
 // peakRSS reads VmHWM from /proc/self/status (0 where there is none).

@@ -3,9 +3,12 @@ package simraylets
 import (
 	"context"
 	"fmt"
-	"github.com/phobos-project/phobos"
+	"os"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/phobos-project/phobos"
 )
 
 // TestJobsRunOnSimulatedRaylets: a real head schedules both benchmark
@@ -138,3 +141,24 @@ func BenchmarkSimRaylets(b *testing.B) {
 }
 
 func phobosOptions() phobos.Options { return phobos.Options{} }
+
+// TestProcessCPUCountsPageFaults: touching fresh pages shows in the page
+// faults processCPU reads (page_faults in the bench's results).
+func TestProcessCPUCountsPageFaults(t *testing.T) {
+	const pages = 4096
+	size := pages * os.Getpagesize()
+	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	syscall.Madvise(mem, syscall.MADV_NOHUGEPAGE) // one fault a page, not one per 2 MiB
+	_, before := processCPU()
+	for i := 0; i < size; i += os.Getpagesize() {
+		mem[i] = 1
+	}
+	_, after := processCPU()
+	if after-before < pages {
+		t.Fatalf("touching %d fresh pages counted %d page faults", pages, after-before)
+	}
+}
