@@ -238,21 +238,43 @@ func memPipe(a, b memAddr, buffer int) (*memConn, *memConn) {
 	return newMemConn(ba, ab, a, b), newMemConn(ab, ba, b, a)
 }
 
-// memBuffer is one direction of a conn: a ring of bytes, grown as needed
-// up to its limit, written by one end and read by the other.
+// memBuffer is one direction of a conn: a queue of fixed-size chunks
+// holding up to limit bytes, written by one end and read by the other.
+//
+// The chunks come from one pool for the whole process and go back to it as
+// soon as they are read, as a kernel's socket buffers come from and go back
+// to its slab: bytes in flight are written into memory another conn's
+// reader just gave back, still in the processor's caches, whatever the
+// number of conns. (A ring a conn, grown to the most it ever held, spread
+// the same traffic over a thousand conns' own rings: with a thousand
+// simulated raylets every write and every read missed the caches.)
 type memBuffer struct {
-	mu    sync.Mutex
-	ring  []byte
-	start int // where the held bytes begin in ring
-	held  int
-	limit int
-	eof   bool // the writer closed: reads drain, then io.EOF
-	gone  bool // the reader closed: nothing is held, writes are lost
-	reset bool // a write was lost: the next ones fail (TCP's RST came back)
+	mu     sync.Mutex
+	chunks []*memChunk // the held bytes: chunks[first].data[off:], then whole chunks, the last to its n
+	first  int
+	off    int // bytes of chunks[first] already read
+	held   int
+	limit  int
+	eof    bool // the writer closed: reads drain, then io.EOF
+	gone   bool // the reader closed: nothing is held, writes are lost
+	reset  bool // a write was lost: the next ones fail (TCP's RST came back)
 
 	readable chan struct{} // signalled when bytes or EOF arrive
 	writable chan struct{} // signalled when room appears or the reader goes
 }
+
+// memChunkSize is the size of a memBuffer's chunks: big enough that a
+// frame of a few kilobytes takes one, small enough that an idle conn's
+// partly read chunk costs little.
+const memChunkSize = 16 << 10
+
+// memChunk is a chunk of a memBuffer: data[:n] written.
+type memChunk struct {
+	data [memChunkSize]byte
+	n    int
+}
+
+var memChunks = sync.Pool{New: func() any { return new(memChunk) }}
 
 func newMemBuffer(limit int) *memBuffer {
 	return &memBuffer{limit: limit, readable: make(chan struct{}, 1), writable: make(chan struct{}, 1)}
@@ -277,14 +299,21 @@ func (b *memBuffer) read(p []byte) (int, error) {
 	}
 	n := 0
 	for n < len(p) && b.held > 0 {
-		end := min(b.start+b.held, len(b.ring))
-		m := copy(p[n:], b.ring[b.start:end])
+		c := b.chunks[b.first]
+		m := copy(p[n:], c.data[b.off:c.n])
 		n += m
 		b.held -= m
-		b.start = (b.start + m) % len(b.ring)
+		b.off += m
+		if b.off == c.n && (c.n == memChunkSize || b.held == 0) { // read out, and no longer written to
+			b.chunks[b.first] = nil
+			b.first++
+			b.off = 0
+			c.n = 0
+			memChunks.Put(c)
+		}
 	}
-	if b.held == 0 {
-		b.start = 0
+	if b.first == len(b.chunks) {
+		b.chunks, b.first = b.chunks[:0], 0
 	}
 	signal(b.writable)
 	return n, nil
@@ -309,35 +338,26 @@ func (b *memBuffer) write(p []byte) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if b.held+n > len(b.ring) {
-		b.grow(b.held + n)
-	}
 	for done := 0; done < n; {
-		at := (b.start + b.held) % len(b.ring)
-		m := copy(b.ring[at:min(len(b.ring), at+n-done)], p[done:n])
+		var c *memChunk
+		if k := len(b.chunks); k > b.first && b.chunks[k-1].n < memChunkSize {
+			c = b.chunks[k-1]
+		} else {
+			c = memChunks.Get().(*memChunk)
+			if b.first > 0 && len(b.chunks) == cap(b.chunks) { // slide the held chunks down rather than grow
+				k := copy(b.chunks, b.chunks[b.first:])
+				clear(b.chunks[k:])
+				b.chunks, b.first = b.chunks[:k], 0
+			}
+			b.chunks = append(b.chunks, c)
+		}
+		m := copy(c.data[c.n:], p[done:n])
+		c.n += m
 		done += m
-		b.held += m
 	}
+	b.held += n
 	signal(b.readable)
 	return n, nil
-}
-
-// grow makes room for at least need bytes, keeping the held ones in order.
-func (b *memBuffer) grow(need int) {
-	size := max(len(b.ring)*2, 4<<10)
-	for size < need {
-		size *= 2
-	}
-	size = min(size, b.limit)
-	ring := make([]byte, size)
-	n := 0
-	for n < b.held {
-		end := min(b.start+b.held-n, len(b.ring))
-		m := copy(ring[n:], b.ring[b.start:end])
-		n += m
-		b.start = (b.start + m) % len(b.ring)
-	}
-	b.ring, b.start = ring, 0
 }
 
 func (b *memBuffer) closeWrite() {
@@ -349,7 +369,12 @@ func (b *memBuffer) closeWrite() {
 
 func (b *memBuffer) closeRead() {
 	b.mu.Lock()
-	b.gone, b.ring, b.start, b.held = true, nil, 0, 0
+	b.gone = true
+	for _, c := range b.chunks[b.first:] {
+		c.n = 0
+		memChunks.Put(c)
+	}
+	b.chunks, b.first, b.off, b.held = nil, 0, 0, 0
 	b.mu.Unlock()
 	signal(b.writable)
 }

@@ -338,3 +338,44 @@ func TestMemDuplexStress(t *testing.T) {
 		t.Fatal("bytes arrived changed or out of order")
 	}
 }
+
+// TestMemBufferReusesChunks: a conn's bytes go through chunks that are
+// given back as they are read, so a conn that is written and read without
+// end, never drained (a byte always held) and across chunk boundaries,
+// neither allocates nor keeps more chunks than it holds.
+func TestMemBufferReusesChunks(t *testing.T) {
+	b := newMemBuffer(1 << 20)
+	if n, err := b.write([]byte{1}); n != 1 || err != nil {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	in := make([]byte, memChunkSize/3+1) // not a divisor: writes straddle chunks
+	for i := range in {
+		in[i] = byte(i)
+	}
+	out := make([]byte, len(in))
+	cycle := func() {
+		if n, err := b.write(in); n != len(in) || err != nil {
+			t.Fatalf("write: %d, %v", n, err)
+		}
+		if n, err := b.read(out); n != len(out) || err != nil {
+			t.Fatalf("read: %d, %v", n, err)
+		}
+	}
+	for range 1000 { // warm the pool
+		cycle()
+	}
+	if a := testing.AllocsPerRun(1000, cycle); a != 0 && !raceEnabled {
+		t.Errorf("a write and a read allocated %.1f times", a)
+	}
+	if b.held != 1 || cap(b.chunks) > 4 || len(b.chunks)-b.first > 2 {
+		t.Errorf("holding %d bytes in %d chunks (%d slots)", b.held, len(b.chunks)-b.first, cap(b.chunks))
+	}
+	// What comes out is what went in, in order: the byte held over from
+	// the last cycle, then in.
+	want := append([]byte{in[len(in)-1]}, in...)
+	b.write(in)
+	got := make([]byte, len(want))
+	if n, _ := b.read(got); n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, not what was written", n)
+	}
+}
