@@ -263,10 +263,11 @@ type memBuffer struct {
 	writable chan struct{} // signalled when room appears or the reader goes
 }
 
-// memChunkSize is the size of a memBuffer's chunks: big enough that a
-// frame of a few kilobytes takes one, small enough that an idle conn's
-// partly read chunk costs little.
-const memChunkSize = 16 << 10
+// memChunkSize is how many bytes a memBuffer's chunk holds: big enough
+// that a frame of a few kilobytes takes one, small enough that an idle
+// conn's partly read chunk costs little; with its count, a chunk is 16 KiB,
+// one of the allocator's size classes.
+const memChunkSize = 16<<10 - 8
 
 // memChunk is a chunk of a memBuffer: data[:n] written.
 type memChunk struct {
