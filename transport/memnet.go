@@ -247,7 +247,7 @@ func memPipe(a, b memAddr, buffer int) (*memConn, *memConn) {
 // reader just gave back, still in the processor's caches, whatever the
 // number of conns. (A ring a conn, grown to the most it ever held, spread
 // the same traffic over a thousand conns' own rings: with a thousand
-// simulated raylets every write and every read missed the caches.)
+// simulated raylets most writes and reads missed the caches.)
 type memBuffer struct {
 	mu     sync.Mutex
 	chunks []*memChunk // the held bytes: chunks[first].data[off:], then whole chunks, the last to its n
