@@ -416,7 +416,19 @@ func (s *Session) checkSize(b *bytes.Buffer, what string, m Method) error {
 		what, m, s.remoteID, n, s.peerMax)
 }
 
-// writeFrame fills in b's header and writes the frame whole. A failed write
+// writePiece is the most of a frame handed to yamux in one write, and so
+// the largest data frame yamux sends for it. yamux copies each data frame
+// whole through per-session memory on both ends (its send loop's buffer,
+// the stream's receive buffer) and tells the reader only once the whole
+// frame is in; a frame of a thousand specs (120 KB) went through 120 KB of
+// each, which with a thousand raylets the caches no longer held. In pieces,
+// the second reuses what the first just warmed and the reader starts on the
+// first while the next arrives. 64 KiB measured best of 16 KiB to 128 KiB
+// (docs/performance.md, "Where a thousand raylets cost more").
+const writePiece = 64 << 10
+
+// writeFrame fills in b's header and writes the frame whole, in pieces of
+// at most writePiece, none of another frame between them. A failed write
 // may have sent half a frame, so it closes the session.
 func (s *Session) writeFrame(b *bytes.Buffer, h header) error {
 	h.length = uint32(b.Len() - headerSize)
@@ -429,7 +441,12 @@ func (s *Session) writeFrame(b *bytes.Buffer, h header) error {
 		s.wdeadline = now.Add(s.cfg.WriteTimeout * 3 / 2)
 		s.ctrl.SetWriteDeadline(s.wdeadline)
 	}
-	_, err := s.ctrl.Write(b.Bytes())
+	var err error
+	for p := b.Bytes(); len(p) > 0 && err == nil; {
+		k := min(len(p), writePiece)
+		_, err = s.ctrl.Write(p[:k])
+		p = p[k:]
+	}
 	s.wmu.Unlock()
 	if err == nil {
 		return nil

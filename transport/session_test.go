@@ -739,3 +739,59 @@ func TestEncodeDiscard(t *testing.T) {
 		t.Fatal("a discarded Encoded still holds its buffer")
 	}
 }
+
+// dataFrames records the length of every yamux data frame written through
+// it (yamux's header: version 0, type 0 data), which coalesceConn writes
+// as a 12-byte write of its own over a conn that is not a TCP conn.
+// Plaintext only, where yamux's frames are what is written.
+type dataFrames struct {
+	net.Conn
+	mu   *sync.Mutex
+	lens *[]uint32
+}
+
+func (c dataFrames) Write(p []byte) (int, error) {
+	if len(p) == yamuxHeaderSize && p[0] == 0 && p[1] == yamuxTypeData {
+		if n := binary.BigEndian.Uint32(p[8:12]); n > 0 {
+			c.mu.Lock()
+			*c.lens = append(*c.lens, n)
+			c.mu.Unlock()
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+// TestFramesGoInPieces: a frame larger than writePiece reaches yamux in
+// pieces, so that no data frame on the wire is larger (yamux alone sends as
+// much as the stream's window allows in one: the whole 1.2 MB here), and
+// arrives whole.
+func TestFramesGoInPieces(t *testing.T) {
+	nets(t, plainConfig, func(t *testing.T, mk func(string, *logRecorder) Config) {
+		ts := startServer(t, mk("srv", nil), newTestHandler())
+		var mu sync.Mutex
+		var lens []uint32
+		ccfg := mk("cli", nil)
+		ccfg.WrapConn = func(c net.Conn) net.Conn { return dataFrames{c, &mu, &lens} }
+		c := dial(t, ts.addr(), ccfg, nil)
+		big := echoMsg{B: bytes.Repeat([]byte("phobos"), 200<<10)} // 1.2 MB
+		var out echoMsg
+		if err := c.Call(callCtx(t), mEcho, big, &out); err != nil {
+			t.Fatalf("Call: %v", err)
+		}
+		if !bytes.Equal(out.B, big.B) {
+			t.Fatalf("echoed %d bytes, not the %d sent", len(out.B), len(big.B))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var total uint64
+		for _, n := range lens {
+			if n > writePiece {
+				t.Errorf("a data frame of %d bytes, over %d", n, writePiece)
+			}
+			total += uint64(n)
+		}
+		if total < uint64(len(big.B)) {
+			t.Fatalf("saw %d bytes of data frames for a %d-byte request: the recorder missed them", total, len(big.B))
+		}
+	})
+}
