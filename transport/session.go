@@ -161,7 +161,7 @@ func (s *Session) keepalive() {
 func yamuxConfig(cfg *Config) *yamux.Config {
 	c := yamux.DefaultConfig()
 	c.AcceptBacklog = 256
-	c.EnableKeepAlive = false // Session.keepalive does it, counting any traffic
+	c.EnableKeepAlive = false                   // Session.keepalive does it, counting any traffic
 	c.KeepAliveInterval = cfg.KeepAliveInterval // unused with its keepalive off, but yamux refuses 0
 	c.ConnectionWriteTimeout = cfg.WriteTimeout
 	c.MaxStreamWindowSize = cfg.StreamWindow
