@@ -2,6 +2,7 @@ package dag
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -102,6 +103,56 @@ func TestRegistry(t *testing.T) {
 	}
 	if err := r.Register(namedOp("")); err == nil {
 		t.Fatal("empty name accepted")
+	}
+}
+
+// TestRegistryConcurrent: ops registered while others are looked up on
+// other goroutines are all found afterwards, and an op once found stays
+// found (Register replaces the map rather than writing into it; -race
+// checks that no lookup reads a map being written).
+func TestRegistryConcurrent(t *testing.T) {
+	r := NewRegistry()
+	const n = 200
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("test.concurrent%d", i)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			seen := make([]bool, n)
+			for {
+				for i, name := range names {
+					_, ok := r.Lookup(OpIDOf(name))
+					if seen[i] && !ok {
+						errs <- fmt.Errorf("%s was found, then lost", name)
+						return
+					}
+					seen[i] = seen[i] || ok
+				}
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+			}
+		}()
+	}
+	for _, name := range names {
+		if err := r.Register(namedOp(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.Names(); len(got) != n {
+		t.Fatalf("%d names registered, want %d", len(got), n)
 	}
 }
 

@@ -3,8 +3,10 @@ package dag
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/murmur3"
 )
@@ -46,13 +48,25 @@ type Kernel interface {
 
 // Registry maps op IDs to ops. It is safe for concurrent use; in practice
 // ops are registered from init functions and only looked up afterwards.
+//
+// Lookups take no lock: the leader looks up the op of every chunk it sends
+// and a raylet of every chunk it runs, while lowering looks up ops on other
+// goroutines, and a read lock's shared counter then moved between the
+// cores on every lookup (0.09 s of a 1.3 s job at 1,000 simulated raylets).
+// Register copies the map instead, which costs nothing that matters for
+// the few hundred ops a process registers once.
 type Registry struct {
-	mu   sync.RWMutex
-	byID map[OpID]Op
+	mu   sync.Mutex // serialises Register
+	byID atomic.Pointer[map[OpID]Op]
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{byID: make(map[OpID]Op)} }
+func NewRegistry() *Registry {
+	r := &Registry{}
+	m := map[OpID]Op{}
+	r.byID.Store(&m)
+	return r
+}
 
 // Register adds op. Registering a second op whose name hashes to an ID
 // already taken is an error, whether or not the names differ.
@@ -64,21 +78,23 @@ func (r *Registry) Register(op Op) error {
 	id := OpIDOf(name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if prev, ok := r.byID[id]; ok {
+	old := *r.byID.Load()
+	if prev, ok := old[id]; ok {
 		if prev.Name() == name {
 			return fmt.Errorf("register op %q: already registered (%s)", name, id)
 		}
 		return fmt.Errorf("register op %q: its id %s collides with registered op %q; rename one of them", name, id, prev.Name())
 	}
-	r.byID[id] = op
+	m := make(map[OpID]Op, len(old)+1)
+	maps.Copy(m, old)
+	m[id] = op
+	r.byID.Store(&m)
 	return nil
 }
 
 // Lookup returns the op with the given ID.
 func (r *Registry) Lookup(id OpID) (Op, bool) {
-	r.mu.RLock()
-	op, ok := r.byID[id]
-	r.mu.RUnlock()
+	op, ok := (*r.byID.Load())[id]
 	return op, ok
 }
 
@@ -93,10 +109,9 @@ func (r *Registry) Name(id OpID) string {
 
 // Names returns every registered name, sorted.
 func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.byID))
-	for _, op := range r.byID {
+	m := *r.byID.Load()
+	names := make([]string, 0, len(m))
+	for _, op := range m {
 		names = append(names, op.Name())
 	}
 	slices.Sort(names)

@@ -828,10 +828,9 @@ func (s *scheduler) spec(j *stage, i int32) wire.SubtaskSpec {
 		op.Index, op.Shape = cg.Index(c), cg.Shape(c)
 		ins := cg.Inputs(c)
 		part := int32(0) // a shuffle reducer reads one part of each input
-		if o, ok := dag.Ops.Lookup(n.Op); ok {
-			if pr, ok := o.(dag.PartitionReader); ok {
-				part = int32(pr.ReadsPartition(op.Args, op.Index)) + 1
-			}
+		o, _ := dag.Ops.Lookup(n.Op)
+		if pr, ok := o.(dag.PartitionReader); ok {
+			part = int32(pr.ReadsPartition(op.Args, op.Index)) + 1
 		}
 		r0 := len(s.refBuf)
 		for _, in := range ins {
@@ -880,18 +879,16 @@ func (s *scheduler) spec(j *stage, i int32) wire.SubtaskSpec {
 			}
 			s.refBuf = append(s.refBuf, wire.ExternalInput(k))
 		}
-		if o, ok := dag.Ops.Lookup(n.Op); ok {
-			if er, ok := o.(dag.ExternalReader); ok {
-				for _, id := range er.ExternalInputs(op.Args) {
-					s.refBuf = append(s.refBuf, wire.ExternalInput(len(s.inBuf)-in0))
-					l0 := len(s.locBuf)
-					size := int64(0)
-					if p, ok := s.putAt(id); ok {
-						size = p.size
-						s.locBuf = s.appendAlive(s.locBuf, p.r, p.copies)
-					}
-					s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
+		if er, ok := o.(dag.ExternalReader); ok {
+			for _, id := range er.ExternalInputs(op.Args) {
+				s.refBuf = append(s.refBuf, wire.ExternalInput(len(s.inBuf)-in0))
+				l0 := len(s.locBuf)
+				size := int64(0)
+				if p, ok := s.putAt(id); ok {
+					size = p.size
+					s.locBuf = s.appendAlive(s.locBuf, p.r, p.copies)
 				}
+				s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Size: size, Locations: s.locBuf[l0:len(s.locBuf):len(s.locBuf)]})
 			}
 		}
 		op.Inputs = s.refBuf[r0:len(s.refBuf):len(s.refBuf)]
