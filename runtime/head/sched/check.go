@@ -110,14 +110,18 @@ func (l *Leader) Check() error {
 
 func (s *scheduler) checkIndex() error {
 	for _, h := range []*rayletHeap{&s.idx.free, &s.idx.steal} {
-		for i, r := range h.heap {
+		for i, e := range h.heap {
+			r := e.r
 			if h.pos[r] != int32(i) {
 				return fmt.Errorf("raylet %s: heap position %d recorded as %d", s.raylets[r].id, i, h.pos[r])
+			}
+			if now := h.entry(r); now != e {
+				return fmt.Errorf("raylet %s: heap key %d/%d, its counts say %d/%d: changed without a touch", s.raylets[r].id, e.a, e.b, now.a, now.b)
 			}
 			if i == 0 {
 				continue
 			}
-			p := h.heap[(i-1)/2]
+			p := h.heap[(i-1)/2].r
 			if h.less(r, p) {
 				return fmt.Errorf("raylet %s is ordered below raylet %s but should come first", s.raylets[r].id, s.raylets[p].id)
 			}

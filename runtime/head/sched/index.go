@@ -15,31 +15,63 @@ package sched
 
 // rayletHeap is an indexed binary heap of raylet handles: pos[r] is r's
 // place in heap, so a raylet whose key changed is moved in O(log n).
+//
+// Each entry carries its raylet's key, computed when the raylet is
+// touched, so that sifting compares entries of one small array: compared
+// through the raylets' own records, every step of a sift read two of a
+// thousand raylets' records, out of the caches by then (touch was 9 % of
+// the leader's loop at 1,000 simulated raylets, 4 % at 10). A raylet
+// touched without a change of key costs one comparison.
 type rayletHeap struct {
-	heap []Raylet
+	heap []heapEntry
 	pos  []int32
-	less func(a, b Raylet) bool
+	key  func(r Raylet) (a, b int64) // smaller first; the handle breaks ties
 }
 
+// heapEntry is a raylet and its key in a rayletHeap.
+type heapEntry struct {
+	a, b int64
+	r    Raylet
+}
+
+// before orders entries by key, then by handle.
+func (x heapEntry) before(y heapEntry) bool {
+	if x.a != y.a {
+		return x.a < y.a
+	}
+	if x.b != y.b {
+		return x.b < y.b
+	}
+	return x.r < y.r
+}
+
+// entry is r's entry with its key as it is now.
+func (h *rayletHeap) entry(r Raylet) heapEntry {
+	a, b := h.key(r)
+	return heapEntry{a: a, b: b, r: r}
+}
+
+// less reports whether a comes before b by their keys as they are now.
+func (h *rayletHeap) less(a, b Raylet) bool { return h.entry(a).before(h.entry(b)) }
+
+// add puts r in the heap, or moves it after its key changed.
 func (h *rayletHeap) add(r Raylet) {
 	for int(r) >= len(h.pos) {
 		h.pos = append(h.pos, -1)
 	}
-	if h.pos[r] >= 0 {
-		h.fix(r)
+	e := h.entry(r)
+	if i := h.pos[r]; i >= 0 {
+		if old := &h.heap[i]; old.a != e.a || old.b != e.b {
+			*old = e
+			if !h.down(int(i)) {
+				h.up(int(i))
+			}
+		}
 		return
 	}
-	h.heap = append(h.heap, r)
+	h.heap = append(h.heap, e)
 	h.pos[r] = int32(len(h.heap) - 1)
 	h.up(len(h.heap) - 1)
-}
-
-// fix restores the heap after r's key changed.
-func (h *rayletHeap) fix(r Raylet) {
-	i := int(h.pos[r])
-	if !h.down(i) {
-		h.up(i)
-	}
 }
 
 // top is the best raylet, NoRaylet when there is none.
@@ -47,7 +79,7 @@ func (h *rayletHeap) top() Raylet {
 	if len(h.heap) == 0 {
 		return NoRaylet
 	}
-	return h.heap[0]
+	return h.heap[0].r
 }
 
 // second is the best raylet other than the top (the better of the
@@ -57,24 +89,24 @@ func (h *rayletHeap) second() Raylet {
 	case 0, 1:
 		return NoRaylet
 	case 2:
-		return h.heap[1]
+		return h.heap[1].r
 	}
-	if h.less(h.heap[2], h.heap[1]) {
-		return h.heap[2]
+	if h.heap[2].before(h.heap[1]) {
+		return h.heap[2].r
 	}
-	return h.heap[1]
+	return h.heap[1].r
 }
 
 func (h *rayletHeap) swap(i, j int) {
 	h.heap[i], h.heap[j] = h.heap[j], h.heap[i]
-	h.pos[h.heap[i]] = int32(i)
-	h.pos[h.heap[j]] = int32(j)
+	h.pos[h.heap[i].r] = int32(i)
+	h.pos[h.heap[j].r] = int32(j)
 }
 
 func (h *rayletHeap) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !h.less(h.heap[i], h.heap[p]) {
+		if !h.heap[i].before(h.heap[p]) {
 			return
 		}
 		h.swap(i, p)
@@ -91,10 +123,10 @@ func (h *rayletHeap) down(i0 int) bool {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && h.less(h.heap[r], h.heap[l]) {
+		if r := l + 1; r < n && h.heap[r].before(h.heap[l]) {
 			m = r
 		}
-		if !h.less(h.heap[m], h.heap[i]) {
+		if !h.heap[m].before(h.heap[i]) {
 			break
 		}
 		h.swap(i, m)
@@ -110,8 +142,31 @@ type rayletIndex struct {
 }
 
 func (s *scheduler) initIndex() {
-	s.idx.free.less = s.freer
-	s.idx.steal.less = s.richer
+	s.idx.free.key = s.freeKey
+	s.idx.steal.key = s.stealKey
+}
+
+// notFirst puts a key after every key without it: counts stay far below
+// 2^61, so a raylet without the flag sorts after every raylet with it.
+const notFirst = 1 << 62
+
+// freeKey is r's key in the placement heap, ordered as freer orders.
+func (s *scheduler) freeKey(r Raylet) (a, b int64) {
+	rv := s.raylets[r]
+	free := int64(rv.slots - rv.running - rv.queue.Len())
+	if !rv.placeable() {
+		a = notFirst
+	}
+	return a - free, int64(rv.queue.Len())
+}
+
+// stealKey is r's key in the stealing heap, ordered as richer orders.
+func (s *scheduler) stealKey(r Raylet) (a, b int64) {
+	rv := s.raylets[r]
+	if !stealable(rv) {
+		a = notFirst
+	}
+	return a - int64(rv.queue.Len()), 0
 }
 
 // freer orders raylets for placement when inputs do not decide: alive,

@@ -115,12 +115,7 @@ func TestRayletHeapRandom(t *testing.T) {
 	for it := 0; it < 500; it++ {
 		n := 1 + rng.IntN(40)
 		key := make([]int, n)
-		h := rayletHeap{less: func(a, b Raylet) bool {
-			if key[a] != key[b] {
-				return key[a] < key[b]
-			}
-			return a < b
-		}}
+		h := rayletHeap{key: func(r Raylet) (int64, int64) { return int64(key[r] / 4), int64(key[r] % 4) }}
 		for r := 0; r < n; r++ {
 			key[r] = rng.IntN(8)
 			h.add(Raylet(r))
@@ -138,11 +133,14 @@ func TestRayletHeapRandom(t *testing.T) {
 			if h.top() != best {
 				t.Fatalf("top %d, want %d", h.top(), best)
 			}
-			for i := range h.heap {
-				if h.pos[h.heap[i]] != int32(i) {
-					t.Fatalf("position of %d recorded as %d, is %d", h.heap[i], h.pos[h.heap[i]], i)
+			for i, e := range h.heap {
+				if h.pos[e.r] != int32(i) {
+					t.Fatalf("position of %d recorded as %d, is %d", e.r, h.pos[e.r], i)
 				}
-				if i > 0 && h.less(h.heap[i], h.heap[(i-1)/2]) {
+				if e != h.entry(e.r) {
+					t.Fatalf("entry %v kept a stale key", e)
+				}
+				if i > 0 && h.less(e.r, h.heap[(i-1)/2].r) {
 					t.Fatalf("heap out of order: %v (keys %v)", h.heap, key)
 				}
 			}
