@@ -160,7 +160,9 @@ func (s *scheduler) freeKey(r Raylet) (a, b int64) {
 	return a - free, int64(rv.queue.Len())
 }
 
-// stealKey is r's key in the stealing heap, ordered as richer orders.
+// stealKey is r's key in the stealing heap, which orders raylets as victims
+// of stealing: stealable first, then the longer queue (then the lower
+// handle).
 func (s *scheduler) stealKey(r Raylet) (a, b int64) {
 	rv := s.raylets[r]
 	if !stealable(rv) {
@@ -197,19 +199,6 @@ func (s *scheduler) freer(a, b Raylet) bool {
 // it was placed beside, to whichever raylet happened to pull first.
 func stealable(rv *raylet) bool {
 	return rv.alive && rv.queue.Len() > max(rv.slots-rv.running, rv.parked.credits)
-}
-
-// richer orders raylets as victims of stealing: stealable first, then the
-// longer queue, then the lower handle.
-func (s *scheduler) richer(a, b Raylet) bool {
-	ra, rb := s.raylets[a], s.raylets[b]
-	if sa, sb := stealable(ra), stealable(rb); sa != sb {
-		return sa
-	}
-	if ra.queue.Len() != rb.queue.Len() {
-		return ra.queue.Len() > rb.queue.Len()
-	}
-	return a < b
 }
 
 // touch reorders r after its alive or draining flag, slots, running count or queue
