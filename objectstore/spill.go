@@ -310,7 +310,7 @@ func (s *Store) finishSpillsLocked(jobs []*spillJob) error {
 // (releasing and retaking s.mu). It reports whether there were any.
 func (s *Store) dropCleanCopiesLocked() bool {
 	var paths []string
-	for _, e := range s.objects {
+	for _, e := range s.objects.all() {
 		if e.file != "" && e.where == inArena {
 			paths = append(paths, e.file)
 			s.spillStats.fileBytes -= e.size
@@ -332,7 +332,7 @@ func (s *Store) dropCleanCopiesLocked() bool {
 func (s *Store) restoreLocked(ctx context.Context, e *entry) (Object, error) {
 	id := e.id
 	off, err := s.reserveLocked(ctx, "get", id, e.block, func() error {
-		if s.objects[id] != e || e.deleted || e.where != spilled {
+		if s.objects.get(id) != e || e.deleted || e.where != spilled {
 			return errRetry
 		}
 		return nil
@@ -450,7 +450,7 @@ func (s *Store) OpenSpilled(id dag.ObjectID) (*SpilledObject, error) {
 			s.mu.Unlock()
 			return nil, errClosed("open spilled", id)
 		}
-		e := s.objects[id]
+		e := s.objects.get(id)
 		switch {
 		case e == nil || e.deleted:
 			s.mu.Unlock()

@@ -754,7 +754,7 @@ func TestConcurrentSpilling(t *testing.T) {
 	var nSpilled int
 	var fileBytes, used int64
 	files := map[string]bool{}
-	for _, e := range s.objects {
+	for _, e := range s.objects.all() {
 		if e.where == spilled {
 			nSpilled++
 		} else {

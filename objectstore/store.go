@@ -126,7 +126,7 @@ type Store struct {
 	arena   *arena
 	data    []byte // the mapped object space; nil after Close
 	alloc   *allocator
-	objects map[dag.ObjectID]*entry
+	objects objectTable
 	spare   []*entry          // recycled entries, so steady-state Create does not allocate one
 	metas   map[string][]byte // recent metas, shared read-only by the entries that have them
 
@@ -261,7 +261,6 @@ func Open(cfg Config) (*Store, error) {
 		arena:    ar,
 		data:     ar.data,
 		alloc:    alloc,
-		objects:  make(map[dag.ObjectID]*entry),
 	}, nil
 }
 
@@ -326,7 +325,7 @@ func (s *Store) create(ctx context.Context, id dag.ObjectID, size int64, meta []
 	s.mu.Lock()
 	m := s.internMetaLocked(meta)
 	off, err := s.reserveLocked(ctx, "create", id, block, func() error {
-		if e := s.objects[id]; e != nil {
+		if e := s.objects.get(id); e != nil {
 			return errExists("create", id, e)
 		}
 		return nil
@@ -337,7 +336,7 @@ func (s *Store) create(ctx context.Context, id dag.ObjectID, size int64, meta []
 	}
 	e := s.newEntry()
 	*e = entry{id: id, off: off, size: size, block: block, meta: m, state: stateCreated}
-	s.objects[id] = e
+	s.objects.put(id, e)
 	view := s.data[off : off+size : off+size]
 	s.unlock()
 	return view, nil
@@ -351,7 +350,7 @@ func (s *Store) Seal(id dag.ObjectID) error {
 	if s.closed {
 		return errClosed("seal", id)
 	}
-	e := s.objects[id]
+	e := s.objects.get(id)
 	switch {
 	case e == nil:
 		return errNotFound("seal", id)
@@ -373,7 +372,7 @@ func (s *Store) Abort(id dag.ObjectID) error {
 	if s.closed {
 		return errClosed("abort", id)
 	}
-	e := s.objects[id]
+	e := s.objects.get(id)
 	switch {
 	case e == nil:
 		return errNotFound("abort", id)
@@ -415,7 +414,7 @@ func (s *Store) get(ctx context.Context, id dag.ObjectID) (Object, error) {
 			s.mu.Unlock()
 			return Object{}, errClosed("get", id)
 		}
-		e := s.objects[id]
+		e := s.objects.get(id)
 		switch {
 		case e == nil || e.deleted:
 			s.unlock()
@@ -468,7 +467,7 @@ func (s *Store) Release(id dag.ObjectID) {
 		s.mu.Unlock()
 		return
 	}
-	e := s.objects[id]
+	e := s.objects.get(id)
 	if e == nil || e.pins == 0 {
 		s.mu.Unlock()
 		s.log.Warn("objectstore: Release without a matching Get; ignored", "object", id)
@@ -497,7 +496,7 @@ func (s *Store) Delete(id dag.ObjectID) error {
 		s.mu.Unlock()
 		return errClosed("delete", id)
 	}
-	e := s.objects[id]
+	e := s.objects.get(id)
 	switch {
 	case e == nil || e.deleted:
 		s.mu.Unlock()
@@ -526,7 +525,7 @@ func (s *Store) Delete(id dag.ObjectID) error {
 func (s *Store) Contains(id dag.ObjectID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.objects[id]
+	e := s.objects.get(id)
 	return e != nil && e.state == stateSealed && !e.deleted
 }
 
@@ -536,7 +535,7 @@ func (s *Store) Contains(id dag.ObjectID) bool {
 func (s *Store) IDs(dst []dag.ObjectID) []dag.ObjectID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, e := range s.objects {
+	for id, e := range s.objects.all() {
 		if e.state == stateSealed && !e.deleted {
 			dst = append(dst, id)
 		}
@@ -559,7 +558,7 @@ func (s *Store) Stats() Stats {
 		Free:           s.capacity - s.alloc.used,
 		LargestFree:    s.alloc.largestFree(),
 		FreeExtents:    s.alloc.freeExtents(),
-		Objects:        len(s.objects),
+		Objects:        s.objects.len(),
 		Sealed:         s.sealed,
 		Pinned:         s.pinned,
 		PendingDelete:  s.pendingDelete,
@@ -596,9 +595,9 @@ func (s *Store) Close() error {
 		<-ch
 		s.mu.Lock()
 	}
-	pinned, unsealed := s.pinned, len(s.objects)-s.sealed
+	pinned, unsealed := s.pinned, s.objects.len()-s.sealed
 	ar := s.arena
-	s.arena, s.data, s.objects, s.spare, s.doomed, s.lru = nil, nil, nil, nil, nil, lru{}
+	s.arena, s.data, s.objects, s.spare, s.doomed, s.lru = nil, nil, objectTable{}, nil, nil, lru{}
 	s.mu.Unlock()
 
 	if pinned > 0 || unsealed > 0 {
@@ -650,7 +649,7 @@ func (s *Store) remove(e *entry) {
 	if e.deleted {
 		s.pendingDelete--
 	}
-	delete(s.objects, e.id)
+	s.objects.remove(e.id)
 	if len(s.spare) < maxSpare {
 		*e = entry{}
 		s.spare = append(s.spare, e)

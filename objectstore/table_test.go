@@ -1,0 +1,121 @@
+package objectstore
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/phobos-project/phobos/dag"
+)
+
+// TestObjectTableAgreesWithMap applies random puts, gets and removes to an
+// objectTable and to a Go map, and checks after each that they agree: the
+// entry found (or not) for the ID touched, the count, and, every so often,
+// the whole contents through all. IDs come from a few stages with dense
+// runs of indexes, as a raylet's do, and some from anywhere, so that runs
+// collide and probe sequences wrap around the table's end; the table fills
+// and drains three times over.
+func TestObjectTableAgreesWithMap(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var tab objectTable
+		ref := map[dag.ObjectID]*entry{}
+		randomID := func() dag.ObjectID {
+			if rng.IntN(8) == 0 { // anywhere
+				var id dag.ObjectID
+				for k := range id {
+					id[k] = byte(rng.Uint32())
+				}
+				id[0] |= 1 // never zero
+				return id
+			}
+			st := dag.PackSubtaskID(dag.TaskID(1+rng.IntN(3)), dag.StageID(rng.IntN(2)), uint64(rng.IntN(3000)))
+			return dag.NewObjectID(st, uint32(rng.IntN(2)))
+		}
+		// Grow to thousands of objects, drain to a few, three times.
+		for phase := 0; phase < 6; phase++ {
+			grow := phase%2 == 0
+			for step := 0; step < 20000; step++ {
+				id := randomID()
+				switch r := rng.IntN(10); {
+				case r < 5 && grow, r < 2:
+					e := &entry{id: id}
+					tab.put(id, e)
+					ref[id] = e
+				case r < 8:
+					tab.remove(id)
+					delete(ref, id)
+				}
+				if got, want := tab.get(id), ref[id]; got != want {
+					t.Fatalf("seed %d phase %d step %d: get %x = %p, want %p", seed, phase, step, id, got, want)
+				}
+				if tab.len() != len(ref) {
+					t.Fatalf("seed %d phase %d step %d: len %d, want %d", seed, phase, step, tab.len(), len(ref))
+				}
+				if len(tab.slots) > 0 && 2*tab.n > len(tab.slots) {
+					t.Fatalf("%d entries in %d slots: more than half full", tab.n, len(tab.slots))
+				}
+				if step%997 == 0 {
+					checkTable(t, &tab, ref)
+				}
+			}
+			checkTable(t, &tab, ref)
+		}
+		for id := range ref {
+			tab.remove(id)
+		}
+		if tab.len() != 0 {
+			t.Fatalf("seed %d: emptied table holds %d entries", seed, tab.len())
+		}
+		checkTable(t, &tab, map[dag.ObjectID]*entry{})
+	}
+}
+
+// checkTable checks that all yields exactly ref and that every entry can
+// be reached from its home without crossing an empty slot.
+func checkTable(t *testing.T, tab *objectTable, ref map[dag.ObjectID]*entry) {
+	t.Helper()
+	seen := map[dag.ObjectID]bool{}
+	for id, e := range tab.all() {
+		if seen[id] {
+			t.Fatalf("all yields %x twice", id)
+		}
+		seen[id] = true
+		if ref[id] != e {
+			t.Fatalf("all yields %x = %p, want %p", id, e, ref[id])
+		}
+	}
+	if len(seen) != len(ref) {
+		t.Fatalf("all yields %d entries, want %d", len(seen), len(ref))
+	}
+	mask := uint64(len(tab.slots) - 1)
+	for i, s := range tab.slots {
+		if s.e == nil {
+			continue
+		}
+		for j := tab.home(s.id) & mask; j != uint64(i); j = (j + 1) & mask {
+			if tab.slots[j].e == nil {
+				t.Fatalf("%x in slot %d is cut off from its home by empty slot %d", s.id, i, j)
+			}
+		}
+	}
+}
+
+// TestObjectTableRuns: consecutive indexes of one stage take consecutive
+// slots, which is what the table is for.
+func TestObjectTableRuns(t *testing.T) {
+	var tab objectTable
+	st := func(i uint64) dag.ObjectID { return dag.NewObjectID(dag.PackSubtaskID(5, 1, i), 0) }
+	for i := uint64(0); i < 1000; i++ {
+		tab.put(st(i), &entry{})
+	}
+	mask := uint64(len(tab.slots) - 1)
+	adjacent := 0
+	for i := uint64(1); i < 1000; i++ {
+		if tab.home(st(i))&mask == (tab.home(st(i-1))+1)&mask {
+			adjacent++
+		}
+	}
+	if want := 999 - 999/tableRun; adjacent < want {
+		t.Fatalf("%d of 999 next indexes have the next home slot, want at least %d", adjacent, want)
+	}
+}
