@@ -73,17 +73,26 @@ func (t *objectTable) len() int { return t.n }
 
 // get returns id's entry, nil if it has none.
 func (t *objectTable) get(id dag.ObjectID) *entry {
+	if i, ok := t.find(id); ok {
+		return t.slots[i].e
+	}
+	return nil
+}
+
+// find returns id's slot: its probe from home ends at id or at an empty
+// slot.
+func (t *objectTable) find(id dag.ObjectID) (uint64, bool) {
 	if t.n == 0 {
-		return nil
+		return 0, false
 	}
 	mask := uint64(len(t.slots) - 1)
 	for i := t.home(id) & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		if s.e == nil {
-			return nil
+			return 0, false
 		}
 		if s.id == id {
-			return s.e
+			return i, true
 		}
 	}
 }
@@ -110,20 +119,11 @@ func (t *objectTable) put(id dag.ObjectID, e *entry) {
 
 // remove deletes id's entry, if it has one.
 func (t *objectTable) remove(id dag.ObjectID) {
-	if t.n == 0 {
+	i, ok := t.find(id)
+	if !ok {
 		return
 	}
 	mask := uint64(len(t.slots) - 1)
-	i := t.home(id) & mask
-	for t.slots[i].id != id {
-		if t.slots[i].e == nil {
-			return
-		}
-		i = (i + 1) & mask
-	}
-	if t.slots[i].e == nil {
-		return // an empty slot that kept the ID it once held: id is not here
-	}
 	// Move back every later entry of the run of full slots that may live
 	// in slot i: one whose home is not cyclically within (i, j].
 	for j := (i + 1) & mask; t.slots[j].e != nil; j = (j + 1) & mask {
