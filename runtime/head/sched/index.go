@@ -150,7 +150,11 @@ func (s *scheduler) initIndex() {
 // 2^61, so a raylet without the flag sorts after every raylet with it.
 const notFirst = 1 << 62
 
-// freeKey is r's key in the placement heap, ordered as freer orders.
+// freeKey is r's key in the placement heap, which orders raylets for
+// placement when inputs do not decide: alive (and not draining), then more
+// free slots (counting queued work, or every tie in a burst of placements
+// would go to the same raylet), then the shorter queue (then the lower
+// handle).
 func (s *scheduler) freeKey(r Raylet) (a, b int64) {
 	rv := s.raylets[r]
 	free := int64(rv.slots - rv.running - rv.queue.Len())
@@ -171,24 +175,8 @@ func (s *scheduler) stealKey(r Raylet) (a, b int64) {
 	return a - int64(rv.queue.Len()), 0
 }
 
-// freer orders raylets for placement when inputs do not decide: alive,
-// then more free slots (counting queued work, or every tie in a burst of
-// placements would go to the same raylet), then the shorter queue, then
-// the lower handle.
-func (s *scheduler) freer(a, b Raylet) bool {
-	ra, rb := s.raylets[a], s.raylets[b]
-	if pa, pb := ra.placeable(), rb.placeable(); pa != pb {
-		return pa // alive and not draining
-	}
-	fa, fb := ra.slots-ra.running-ra.queue.Len(), rb.slots-rb.running-rb.queue.Len()
-	if fa != fb {
-		return fa > fb
-	}
-	if ra.queue.Len() != rb.queue.Len() {
-		return ra.queue.Len() < rb.queue.Len()
-	}
-	return a < b
-}
+// freer reports whether a comes before b in the placement order (freeKey).
+func (s *scheduler) freer(a, b Raylet) bool { return s.idx.free.less(a, b) }
 
 // stealable reports whether rv has more queued than it will take at once:
 // more than it can start, and, while it has a pull waiting at the head,

@@ -8,15 +8,34 @@ import (
 	"github.com/phobos-project/phobos/runtime/wire"
 )
 
-// scanFreest and scanVictim are the full scans the index replaced.
+// scanFreest and scanVictim are the full scans the index replaced, with
+// the orders written out as rules rather than as the heaps' keys.
 func scanFreest(s *scheduler) Raylet {
 	best := NoRaylet
 	for r, rv := range s.raylets {
-		if rv.alive && (best < 0 || s.freer(Raylet(r), best)) {
+		if rv.alive && (best < 0 || ruleFreer(s, Raylet(r), best)) {
 			best = Raylet(r)
 		}
 	}
 	return best
+}
+
+// ruleFreer is placement's order as its rules say: alive and not
+// draining, then more free slots counting queued work, then the shorter
+// queue, then the lower handle.
+func ruleFreer(s *scheduler, a, b Raylet) bool {
+	ra, rb := s.raylets[a], s.raylets[b]
+	if pa, pb := ra.placeable(), rb.placeable(); pa != pb {
+		return pa
+	}
+	fa, fb := ra.slots-ra.running-ra.queue.Len(), rb.slots-rb.running-rb.queue.Len()
+	if fa != fb {
+		return fa > fb
+	}
+	if ra.queue.Len() != rb.queue.Len() {
+		return ra.queue.Len() < rb.queue.Len()
+	}
+	return a < b
 }
 
 func scanVictim(s *scheduler, thief Raylet) Raylet {
