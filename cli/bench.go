@@ -31,6 +31,11 @@ type benchResult struct {
 	RTTPerSec float64 `json:"rtt_per_sec,omitempty"`
 	RTTKind   string  `json:"rtt_kind,omitempty"`
 	RTTRatio  float64 `json:"rtt_ratio,omitempty"`
+	// WarmupRuns is how many times the job ran, unmeasured, on the same
+	// cluster before this run (--warmup); ColdPerSec is the first of those
+	// runs' rate, a fresh cluster's first job when the cluster was fresh.
+	WarmupRuns int     `json:"warmup_runs,omitempty"`
+	ColdPerSec float64 `json:"cold_per_sec,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -53,6 +58,7 @@ func newBenchCmd() *cobra.Command {
 	simRaylets := fs.Int("sim-raylets", 0, "measure the head alone: run it against this many simulated raylets in this process (jobs independent and seed, 1M subtasks × --scale)")
 	simSlots := fs.Int("sim-slots", 16, "slots of each simulated raylet")
 	heads := fs.Int("heads", 1, "heads of the --sim-raylets cluster (Raft on disk)")
+	warmup := fs.Int("warmup", 0, "runs of each benchmark before the measured one, on the same cluster: a cluster in service has run jobs before, and a fresh one's first job also pays for memory it touches for the first time (the first run's rate is reported as cold_per_sec)")
 	simWarmup := fs.Int("sim-warmup", 1, "runs of each --sim-raylets job before the measured one, as a head in service has run jobs before (0: measure a fresh process's first job; the warm-up's rate is reported as cold_per_sec)")
 	var simJobBudget int64
 	fs.Var(byteSize{&simJobBudget}, "sim-job-budget", "the --sim-raylets heads' per-job memory budget, e.g. 12GiB (default: the head's, a quarter of the machine's memory)")
@@ -79,6 +85,9 @@ func newBenchCmd() *cobra.Command {
 		}
 		if *scale <= 0 {
 			return usagef("--scale must be positive")
+		}
+		if *warmup < 0 {
+			return usagef("--warmup must be at least 0")
 		}
 		log, err := lf.logger()
 		if err != nil {
@@ -119,6 +128,9 @@ func newBenchCmd() *cobra.Command {
 			return runSimBench(ctx, b)
 		}
 
+		measure := func(c *phobos.Client, name string, n int64, g phobos.Graph, opts ...phobos.JobOptions) (benchResult, error) {
+			return measureJob(ctx, c, *warmup, name, n, g, embedded, opts...)
+		}
 		var results []benchResult
 		emit := func(r benchResult) {
 			results = append(results, r)
@@ -133,7 +145,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			if run("independent") {
 				n := size(200_000)
-				r, err := timeJob(ctx, c, "independent", n, bench.Independent(n), embedded)
+				r, err := measure(c, "independent", n, bench.Independent(n))
 				if err != nil {
 					c.Close()
 					return err
@@ -144,7 +156,7 @@ func newBenchCmd() *cobra.Command {
 				chunks := size(85_000)
 				a := tensor.Rand([]int64{chunks * 100}, tensor.Chunks(100), tensor.Seed(1))
 				b := tensor.Rand([]int64{chunks * 100}, tensor.Chunks(100), tensor.Seed(2))
-				r, err := timeJob(ctx, c, "seed", 0, a.Add(b).Sum(), embedded)
+				r, err := measure(c, "seed", 0, a.Add(b).Sum())
 				if err != nil {
 					c.Close()
 					return err
@@ -161,10 +173,10 @@ func newBenchCmd() *cobra.Command {
 			// The chain as it runs (each raylet sent links ahead of the
 			// links they read), and with every hop through the head.
 			n := size(20_000)
-			r, err := timeJob(ctx, c, "chain", n, bench.Chain(n), embedded)
+			r, err := measure(c, "chain", n, bench.Chain(n))
 			var rh benchResult
 			if err == nil {
-				rh, err = timeJob(ctx, c, "chain-via-head", n, bench.Chain(n), embedded, phobos.JobOptions{NoPipeline: true})
+				rh, err = measure(c, "chain-via-head", n, bench.Chain(n), phobos.JobOptions{NoPipeline: true})
 			}
 			c.Close()
 			if err != nil {
@@ -181,7 +193,11 @@ func newBenchCmd() *cobra.Command {
 			return nil
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "benchmark\tsubtasks\tseconds\tper second\theap B/subtask\tround trips/s\tratio\t")
+		cold := ""
+		if *warmup > 0 {
+			cold = "first run's rate\t"
+		}
+		fmt.Fprintln(tw, "benchmark\tsubtasks\tseconds\tper second\t"+cold+"heap B/subtask\tround trips/s\tratio\t")
 		for _, r := range results {
 			heap := "-"
 			if r.HeapPerSubtask > 0 {
@@ -195,11 +211,33 @@ func newBenchCmd() *cobra.Command {
 			if r.RTTPerSec > 0 {
 				rtt, ratio = fmt.Sprintf("%.0f (%s)", r.RTTPerSec, r.RTTKind), fmt.Sprintf("%.2f", r.RTTRatio)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.0f %s\t%s\t%s\t%s\t\n", r.Name, r.N, r.Seconds, r.PerSec, unit, heap, rtt, ratio)
+			if *warmup > 0 {
+				cold = fmt.Sprintf("%.0f\t", r.ColdPerSec)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.0f %s\t%s%s\t%s\t%s\t\n", r.Name, r.N, r.Seconds, r.PerSec, unit, cold, heap, rtt, ratio)
 		}
 		return tw.Flush()
 	}
 	return cmd
+}
+
+// measureJob runs a job warmup times, unmeasured, and then once more,
+// measured, all on c's cluster. The result carries the number of warm-up
+// runs and the first one's rate (ColdPerSec).
+func measureJob(ctx context.Context, c *phobos.Client, warmup int, name string, n int64, g phobos.Graph, embedded bool, opts ...phobos.JobOptions) (benchResult, error) {
+	var cold float64
+	for i := range warmup {
+		r, err := timeJob(ctx, c, name, n, g, embedded, opts...)
+		if err != nil {
+			return r, fmt.Errorf("warm-up %d: %w", i+1, err)
+		}
+		if i == 0 {
+			cold = r.PerSec
+		}
+	}
+	r, err := timeJob(ctx, c, name, n, g, embedded, opts...)
+	r.WarmupRuns, r.ColdPerSec = warmup, cold
+	return r, err
 }
 
 // timeJob runs one job end to end (submit, wait for it to finish, release)
