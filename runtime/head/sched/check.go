@@ -49,13 +49,13 @@ func (l *Leader) Check() error {
 	running := make([]int, len(s.raylets))
 	live := make([]int, len(s.raylets)) // live queue entries
 	for r, rv := range s.raylets {
-		for k, e := range rv.queue {
+		rv.queue.entries(func(e entry) {
 			if e.valid(Raylet(r)) {
 				live[r]++
 			}
-			if p := (k - 1) / 2; k > 0 && rv.queue.less(k, p) {
-				return fmt.Errorf("raylet %s's queue is not a heap: entry %d comes before its parent %d", rv.id, k, p)
-			}
+		})
+		if part, k, ok := rv.queue.check(); !ok {
+			return fmt.Errorf("raylet %s's queue is out of order: %s entry %d", rv.id, part, k)
 		}
 		if !rv.alive && rv.queue.Len() > 0 {
 			return fmt.Errorf("raylet %s is lost but has %d queued entries", rv.id, rv.queue.Len())

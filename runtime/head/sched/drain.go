@@ -39,18 +39,18 @@ func (s *scheduler) Drain(r Raylet) *schedEffects {
 	rv.draining = true
 	clear(rv.frontier) // nothing more goes to it, ahead of its inputs or not
 	rv.frontier = rv.frontier[:0]
-	q := rv.queue
-	rv.queue = nil
+	var q []entry
+	rv.queue.entries(func(e entry) { q = append(q, e) })
+	rv.queue.reset()
 	s.touch(r) // out of placement's way before its queue is placed again
-	// In the order they were queued, not the heap's (which depends on how
-	// the queue was built).
+	// In the order they were queued, not the queue's (which depends on how
+	// it was built).
 	slices.SortFunc(q, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
 	for _, e := range q {
 		if e.valid(r) {
 			s.makeReady(e.j, e.i, NoRaylet)
 		}
 	}
-	rv.queue = q[:0]
 	s.touch(r)
 	return fx
 }

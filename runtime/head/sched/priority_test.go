@@ -149,30 +149,37 @@ func TestDepthFirstKeepsFewIntermediates(t *testing.T) {
 	}
 }
 
-// TestReadyQueueFixAppended: entries appended in bulk and fixed at once
-// (by rising into place, or by heapifying the whole queue) pop in the
-// queue's total order, best priority first, then newest, as entries
-// pushed one by one do.
-func TestReadyQueueFixAppended(t *testing.T) {
+// TestReadyQueueAdopt: entries taken in at once (room, then adopt: each
+// goes onto the stack or into the heap, and the heap is fixed by rising
+// into place or by heapifying it whole) pop in the queue's total order,
+// best priority first, then newest, as entries pushed one by one do.
+func TestReadyQueueAdopt(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, sizes := range [][2]int{{0, 100}, {1000, 10}, {1000, 500}, {7, 7}} {
+	for _, sizes := range [][2]int{{0, 100}, {1000, 10}, {1000, 500}, {7, 7}, {0, 0}} {
 		var pushed, bulk readyQueue
 		seq := uint64(0)
-		add := func(n int, bulkToo bool) {
-			for range n {
-				seq++
-				e := entry{seq: seq, prio: dag.Priority{Depth: int32(rng.IntN(4)), DemandDepth: int32(rng.IntN(3)), Succs: int32(rng.IntN(3))}}
-				pushed.push(e)
-				if bulkToo {
-					bulk = append(bulk, e)
-				} else {
-					bulk.push(e)
-				}
-			}
+		next := func() entry {
+			seq++
+			return entry{seq: seq, prio: dag.Priority{Depth: int32(rng.IntN(4)), DemandDepth: int32(rng.IntN(3)), Succs: int32(rng.IntN(3))}}
 		}
-		add(sizes[0], false)
-		add(sizes[1], true)
-		bulk.fixAppended(sizes[1])
+		for range sizes[0] {
+			e := next()
+			pushed.push(e)
+			bulk.push(e)
+		}
+		room := bulk.room(sizes[1])
+		for k := range room {
+			e := next()
+			pushed.push(e)
+			room[k] = e
+		}
+		if bulk.Len() != sizes[0] {
+			t.Fatalf("%v: room changed the queue's length to %d", sizes, bulk.Len())
+		}
+		bulk.adopt(sizes[1])
+		if part, k, ok := bulk.check(); !ok {
+			t.Fatalf("%v: adopted queue out of order at %s entry %d", sizes, part, k)
+		}
 		for pushed.Len() > 0 {
 			want, got := pushed.pop(), bulk.pop()
 			if want.seq != got.seq {
@@ -181,6 +188,44 @@ func TestReadyQueueFixAppended(t *testing.T) {
 		}
 		if bulk.Len() != 0 {
 			t.Fatalf("%v: %d entries left", sizes, bulk.Len())
+		}
+	}
+}
+
+// TestReadyQueueRandom pushes and pops at random, with priorities drawn
+// from a few levels or from one (where every entry goes onto the stack),
+// and checks every pop against the best entry of a plain list.
+func TestReadyQueueRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, levels := range []int{1, 2, 5} {
+		var q readyQueue
+		var ref []entry
+		seq := uint64(0)
+		for step := range 20000 {
+			if len(ref) == 0 || rng.IntN(5) < 3 {
+				seq++
+				e := entry{seq: seq, prio: dag.Priority{Depth: int32(rng.IntN(levels)), Succs: int32(rng.IntN(levels))}}
+				q.push(e)
+				ref = append(ref, e)
+				continue
+			}
+			best := 0
+			for k := range ref {
+				if better(&ref[k], &ref[best]) {
+					best = k
+				}
+			}
+			want := ref[best]
+			ref = append(ref[:best], ref[best+1:]...)
+			if got := q.pop(); got.seq != want.seq {
+				t.Fatalf("levels %d, step %d: popped %d, want %d", levels, step, got.seq, want.seq)
+			}
+			if q.Len() != len(ref) {
+				t.Fatalf("levels %d, step %d: length %d, want %d", levels, step, q.Len(), len(ref))
+			}
+		}
+		if part, k, ok := q.check(); !ok {
+			t.Fatalf("levels %d: out of order at %s entry %d", levels, part, k)
 		}
 	}
 }

@@ -405,9 +405,7 @@ func (s *scheduler) queueAssigned(j *stage, rayletOf []Raylet) bool {
 	// is where plan index a's entries go.
 	next := make([][]entry, len(rayletOf))
 	for _, a := range order {
-		q := &s.raylets[rayletOf[a]].queue
-		*q = slices.Grow(*q, int(added[a]))
-		next[a] = (*q)[len(*q) : len(*q)+int(added[a])]
+		next[a] = s.raylets[rayletOf[a]].queue.room(int(added[a]))
 	}
 	for i := int32(0); i < n; i++ {
 		if j.waiting[i] != 0 || j.state[i] != Unscheduled {
@@ -423,9 +421,7 @@ func (s *scheduler) queueAssigned(j *stage, rayletOf []Raylet) bool {
 	}
 	for _, a := range order {
 		r := rayletOf[a]
-		q := &s.raylets[r].queue
-		*q = (*q)[:len(*q)+int(added[a])]
-		q.fixAppended(int(added[a]))
+		s.raylets[r].queue.adopt(int(added[a]))
 		s.touch(r)
 		s.wake(r)
 	}
@@ -762,7 +758,7 @@ func (s *scheduler) pop(r Raylet) (entry, bool) {
 			return e, true
 		}
 	}
-	*q = shrink(*q, 256) // a drained queue lets go of what a big job made it grow to
+	q.shrink(256) // a drained queue lets go of what a big job made it grow to
 	return entry{}, false
 }
 
@@ -1369,7 +1365,7 @@ func (s *scheduler) LoseRaylet(r Raylet) *schedEffects {
 	}
 	rv.alive = false
 	rv.running = 0
-	rv.queue = rv.queue[:0]
+	rv.queue.reset()
 	clear(rv.frontier)
 	rv.frontier = rv.frontier[:0]
 	s.touch(r)
@@ -1932,82 +1928,6 @@ type entry struct {
 // cancelled or run since it was queued.
 func (e entry) valid(r Raylet) bool {
 	return e.j.state[e.i] == Ready && e.j.where[e.i] == r && e.j.qseq[e.i] == e.seq
-}
-
-// readyQueue is a binary heap of entries: best priority first, then
-// newest enqueued. It is typed (container/heap would box every entry into
-// an interface: an allocation per push and per pop).
-type readyQueue []entry
-
-func (q readyQueue) Len() int { return len(q) }
-
-func (q readyQueue) less(a, b int) bool {
-	if q[a].prio != q[b].prio {
-		return q[a].prio.Before(q[b].prio)
-	}
-	return q[a].seq > q[b].seq
-}
-
-func (q *readyQueue) push(e entry) {
-	*q = append(*q, e)
-	q.up(len(*q) - 1)
-}
-
-func (q readyQueue) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-}
-
-func (q readyQueue) down(i int) {
-	n := len(q)
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && q.less(l, m) {
-			m = l
-		}
-		if r < n && q.less(r, m) {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
-	}
-}
-
-// fixAppended restores the heap after k entries were appended to it: each
-// rises into place when they are few beside the queue, else the whole
-// queue is heapified (O(n), not O(k log n)).
-func (q readyQueue) fixAppended(k int) {
-	n := len(q)
-	if k < n/8 {
-		for i := n - k; i < n; i++ {
-			q.up(i)
-		}
-		return
-	}
-	for i := n/2 - 1; i >= 0; i-- {
-		q.down(i)
-	}
-}
-
-func (q *readyQueue) pop() entry {
-	h := *q
-	top := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	h[n] = entry{}
-	h = h[:n]
-	h.down(0)
-	*q = h
-	return top
 }
 
 // PutKnown reports whether a put object is known: registered with this
