@@ -379,12 +379,12 @@ func (s *scheduler) assigned(j *stage, i int32, rayletOf []Raylet) Raylet {
 // each queue grew by doubling into fresh memory: half a second of a
 // fresh head's first big job. Here each raylet's queue grows once, its
 // entries are written with their sequence numbers in the same order and
-// taken in at once (readyQueue.adopt); its raylet's places in the heaps of
-// raylets are fixed and it is woken
-// in the order its first subtask would have. Entries are totally ordered
-// (priority, then sequence), so the queue pops exactly as before. The
-// plan's raylet indexes name distinct raylets (AliveSlots), so no two of
-// them write into one queue's room.
+// taken in at once (readyQueue.adopt); its raylet's places in the heaps
+// of raylets are fixed and it is woken in the order its first subtask
+// would have. Entries are totally ordered (priority, then sequence), so
+// the queue pops exactly as before. The plan's raylet indexes name
+// distinct raylets (AliveSlots), so no two of them write into one
+// queue's room.
 func (s *scheduler) queueAssigned(j *stage, rayletOf []Raylet) bool {
 	n := int32(j.sg.Len())
 	var order []int32                     // the plan's raylet indexes, by their first READY subtask
