@@ -229,3 +229,61 @@ func TestReadyQueueRandom(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadyQueue runs a program of pushes, pops and bulk queuing (room,
+// then adopt) read from the input, with priorities drawn from its bytes,
+// and checks every pop, the length and the queue's order against a plain
+// list.
+func FuzzReadyQueue(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 2, 1, 3, 5, 0, 0, 1, 1, 1})
+	f.Add([]byte{2, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		var q readyQueue
+		var ref []entry
+		seq := uint64(0)
+		next := func(b byte) entry {
+			seq++
+			return entry{seq: seq, prio: dag.Priority{Depth: int32(b & 3), DemandDepth: int32(b >> 2 & 1), Succs: int32(b >> 3 & 1)}}
+		}
+		for len(prog) >= 2 {
+			op, arg := prog[0]%3, prog[1]
+			prog = prog[2:]
+			switch op {
+			case 0: // push
+				e := next(arg)
+				q.push(e)
+				ref = append(ref, e)
+			case 1: // pop
+				if len(ref) == 0 {
+					continue
+				}
+				best := 0
+				for k := range ref {
+					if better(&ref[k], &ref[best]) {
+						best = k
+					}
+				}
+				want := ref[best]
+				ref = append(ref[:best], ref[best+1:]...)
+				if got := q.pop(); got.seq != want.seq {
+					t.Fatalf("popped %d, want %d", got.seq, want.seq)
+				}
+			case 2: // queue arg%16 entries at once, priorities from the bytes that follow
+				k := min(int(arg%16), len(prog))
+				room := q.room(k)
+				for i := range room {
+					room[i] = next(prog[i])
+					ref = append(ref, room[i])
+				}
+				prog = prog[k:]
+				q.adopt(k)
+			}
+			if q.Len() != len(ref) {
+				t.Fatalf("length %d, want %d", q.Len(), len(ref))
+			}
+			if part, k, ok := q.check(); !ok {
+				t.Fatalf("out of order at %s entry %d", part, k)
+			}
+		}
+	})
+}
