@@ -14,7 +14,7 @@ package sched
 // one is usually deeper, so it beats what is queued. Those pushes and pops
 // cost O(1) where a heap alone sifts through log₂(queue) levels, a cache
 // miss a level once a queue holds a large job: 15 % of the leader's CPU
-// with two raylets and 100,000 subtasks queued on each.
+// with two raylets and a million subtasks queued on each.
 type readyQueue struct {
 	stack []entry
 	heap  []entry
