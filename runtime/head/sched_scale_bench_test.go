@@ -203,17 +203,25 @@ func scaleLeader(b *testing.B, g *dag.TileableGraph, now time.Time, n, slots int
 }
 
 // BenchmarkLeaderBigJob lowers and schedules one job of 1M subtasks
-// (-benchtime 1x; LEADER_BIG_N for another size) on 1,000 raylets and
-// reports the seconds lowering took (LEADER_BIG_HEAP=FILE writes a heap
-// profile of the running job to FILE.JOB), the heap held per subtask while the
-// job runs (every subtask dispatched, none finished) and what is left
-// per subtask once the job finished and was released.
+// (-benchtime 1x; LEADER_BIG_N for another size) on 1,000 raylets
+// (LEADER_BIG_RAYLETS for another number) and reports the seconds
+// lowering took, the seconds the release's step took (LEADER_BIG_HEAP=FILE
+// writes a heap profile of the running job to FILE.JOB), the heap held per
+// subtask while the job runs (every subtask dispatched, none finished) and
+// what is left per subtask once the job finished and was released.
 func BenchmarkLeaderBigJob(b *testing.B) {
 	n := int64(1_000_000)
 	if v := os.Getenv("LEADER_BIG_N"); v != "" {
 		var err error
 		if n, err = strconv.ParseInt(v, 10, 64); err != nil {
 			b.Fatal(err)
+		}
+	}
+	raylets := 1000
+	if v := os.Getenv("LEADER_BIG_RAYLETS"); v != "" {
+		var err error
+		if raylets, err = strconv.Atoi(v); err != nil || raylets < 1 {
+			b.Fatalf("LEADER_BIG_RAYLETS=%q: want a positive number", v)
 		}
 	}
 	for _, job := range []string{"independent", "seed"} {
@@ -236,7 +244,7 @@ func BenchmarkLeaderBigJob(b *testing.B) {
 				runtime.GC()
 				runtime.ReadMemStats(&base)
 				t0 := time.Now()
-				m, sess, lowered := scaleLeader(b, g, now, 1000, 16)
+				m, sess, lowered := scaleLeader(b, g, now, raylets, 16)
 				lowerSecs := time.Since(t0).Seconds()
 				m.Step(now, lowered)
 				subtasks := 0
@@ -269,7 +277,9 @@ func BenchmarkLeaderBigJob(b *testing.B) {
 					}
 					total += subtasks
 				}
+				t1 := time.Now()
 				m.Step(now, &sched.ReleaseJob{Call: 1 << 30, Caller: sched.Caller{Name: "bench"}, Task: 1})
+				releaseSecs := time.Since(t1).Seconds()
 				done, lowered = nil, nil
 				runtime.GC()
 				runtime.ReadMemStats(&after)
@@ -280,6 +290,7 @@ func BenchmarkLeaderBigJob(b *testing.B) {
 					}
 				}
 				b.ReportMetric(lowerSecs, "lower-s")
+				b.ReportMetric(releaseSecs, "release-s")
 				b.ReportMetric(float64(running.HeapAlloc-base.HeapAlloc)/float64(total), "running-heap-B/subtask")
 				b.ReportMetric((float64(after.HeapAlloc)-float64(base.HeapAlloc))/float64(total), "released-heap-B/subtask")
 				runtime.KeepAlive(m)
