@@ -1324,9 +1324,35 @@ func (s *scheduler) Abandon(task dag.TaskID) *schedEffects {
 	return fx
 }
 
-// releaseAll frees every object the job still holds.
+// releaseAll frees every object the job still holds. Each raylet's free
+// list is first grown to what the job's release adds to it: appended to
+// one by one, a million IDs grew their lists by doubling, 0.2 s of copying
+// and twice the memory.
 func (s *scheduler) releaseAll(j *stage) {
 	j.released = true
+	adds := make([]int, len(s.fx.Free))
+	count := func(r Raylet, n int) {
+		if r >= 0 && int(r) < len(adds) {
+			adds[r] += n
+		}
+	}
+	for i := range j.state {
+		if j.state[i] == Finished {
+			count(j.where[i], len(j.sg.OutputsOf(int32(i))))
+		}
+	}
+	for p, ws := range j.copies {
+		if j.state[p] == Finished {
+			for _, w := range ws {
+				count(w, len(j.sg.OutputsOf(p)))
+			}
+		}
+	}
+	for r, n := range adds {
+		if n > 0 {
+			s.fx.Free[r] = slices.Grow(s.fx.Free[r], n)
+		}
+	}
 	for i := range j.state {
 		if j.state[i] == Finished {
 			s.free(j, int32(i))
