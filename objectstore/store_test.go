@@ -586,6 +586,33 @@ func TestGetReleaseDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestWarmJobDoesNotAllocate: once a store has held a job's objects, the
+// next job of as many (up to maxSpare) creates, seals and deletes them
+// without allocating: entries are recycled and the table does not grow.
+func TestWarmJobDoesNotAllocate(t *testing.T) {
+	s := openTest(t, 4<<20)
+	const n = 20_000
+	job := func() {
+		for i := range uint64(n) {
+			if _, err := s.Create(oid(i), 8, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Seal(oid(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range uint64(n) {
+			if err := s.Delete(oid(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	job()
+	if allocs := testing.AllocsPerRun(3, job); allocs != 0 {
+		t.Errorf("a warm job of %d objects allocates %.0f times, want 0", n, allocs)
+	}
+}
+
 func TestCloseRemovesFile(t *testing.T) {
 	s, err := Open(Config{Dir: t.TempDir(), Name: "close", Capacity: 1 << 20})
 	if err != nil {
