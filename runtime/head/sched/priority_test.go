@@ -192,6 +192,20 @@ func TestReadyQueueAdopt(t *testing.T) {
 	}
 }
 
+// popBest removes the entry that should leave a queue of ref's entries
+// first, found by a plain scan: the reference the queue is checked
+// against.
+func popBest(ref []entry) (entry, []entry) {
+	best := 0
+	for k := range ref {
+		if better(&ref[k], &ref[best]) {
+			best = k
+		}
+	}
+	e := ref[best]
+	return e, append(ref[:best], ref[best+1:]...)
+}
+
 // TestReadyQueueRandom pushes and pops at random, with priorities drawn
 // from a few levels or from one (where every entry goes onto the stack),
 // and checks every pop against the best entry of a plain list.
@@ -209,14 +223,8 @@ func TestReadyQueueRandom(t *testing.T) {
 				ref = append(ref, e)
 				continue
 			}
-			best := 0
-			for k := range ref {
-				if better(&ref[k], &ref[best]) {
-					best = k
-				}
-			}
-			want := ref[best]
-			ref = append(ref[:best], ref[best+1:]...)
+			var want entry
+			want, ref = popBest(ref)
 			if got := q.pop(); got.seq != want.seq {
 				t.Fatalf("levels %d, step %d: popped %d, want %d", levels, step, got.seq, want.seq)
 			}
@@ -257,14 +265,8 @@ func FuzzReadyQueue(f *testing.F) {
 				if len(ref) == 0 {
 					continue
 				}
-				best := 0
-				for k := range ref {
-					if better(&ref[k], &ref[best]) {
-						best = k
-					}
-				}
-				want := ref[best]
-				ref = append(ref[:best], ref[best+1:]...)
+				var want entry
+				want, ref = popBest(ref)
 				if got := q.pop(); got.seq != want.seq {
 					t.Fatalf("popped %d, want %d", got.seq, want.seq)
 				}
