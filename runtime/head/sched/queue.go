@@ -1,5 +1,7 @@
 package sched
 
+import "slices"
+
 // readyQueue is a raylet's queue of READY subtasks: best priority first,
 // then newest enqueued. It is typed (container/heap would box every entry
 // into an interface: an allocation per push and per pop).
@@ -63,11 +65,7 @@ func (q *readyQueue) pop() entry {
 // and then taken in with adopt. The queue's length does not change until
 // then (it is its raylet's key in the heaps of raylets).
 func (q *readyQueue) room(k int) []entry {
-	if cap(q.stack)-len(q.stack) < k {
-		s := make([]entry, len(q.stack), len(q.stack)+max(k, len(q.stack)))
-		copy(s, q.stack)
-		q.stack = s
-	}
+	q.stack = slices.Grow(q.stack, k)
 	return q.stack[len(q.stack) : len(q.stack)+k]
 }
 
