@@ -113,6 +113,9 @@ func newBenchCmd() *cobra.Command {
 			if clf.remote() {
 				return usagef("--sim-raylets runs its own heads; it does not take --connect")
 			}
+			if fs.Changed("warmup") {
+				return usagef("--warmup is for the cluster benchmarks; with --sim-raylets use --sim-warmup")
+			}
 			if *simSlots < 1 || (*heads != 1 && *heads != 3 && *heads != 5) || *simWarmup < 0 {
 				return usagef("--sim-slots must be at least 1, --heads 1, 3 or 5 and --sim-warmup at least 0")
 			}

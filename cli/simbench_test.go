@@ -13,7 +13,8 @@ import (
 // TestCLISimRayletsWarmup runs phobos bench --sim-raylets on a tiny job,
 // with its default warm-up and without: the measured run reports how
 // many ran before it, and the first run's rate (cold_per_sec) exactly when
-// there was one. A negative --sim-warmup is a usage error.
+// there was one. A negative --sim-warmup is a usage error, and so is the
+// cluster benchmarks' --warmup, which the simulation would ignore.
 func TestCLISimRayletsWarmup(t *testing.T) {
 	bin := buildPhobos(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -49,5 +50,9 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("--sim-warmup -1: %v, want a usage error (exit 2)", err)
+	}
+	err = exec.CommandContext(ctx, bin, "bench", "--sim-raylets", "3", "--warmup", "1").Run()
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("--sim-raylets with --warmup: %v, want a usage error (exit 2) pointing to --sim-warmup", err)
 	}
 }
