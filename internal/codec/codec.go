@@ -13,6 +13,9 @@ package codec
 
 import (
 	"fmt"
+	"reflect"
+	"sync"
+	"time"
 
 	"github.com/fxamacker/cbor/v2"
 )
@@ -87,7 +90,120 @@ func Unmarshal(data []byte, v any) error {
 	if d, ok := v.(Decoder); ok {
 		return d.DecodeCBOR(data)
 	}
-	return dec.Unmarshal(data, v)
+	if err := dec.Unmarshal(data, v); err != nil {
+		return err
+	}
+	rv := reflect.ValueOf(v)
+	if !holdsTime(rv.Type()) {
+		return nil
+	}
+	return checkTimes(rv, "")
+}
+
+// Times. The encoder writes a time.Time as RFC 3339 text, which holds
+// years 0 to 9999. The decoder also takes integer and float seconds,
+// which can name any year; such a time would decode here and then encode
+// to text that no decoder takes back, so a message relayed, stored in
+// Raft or snapshotted would poison whoever read it next. Unmarshal
+// refuses a decoded time outside the years the encoder can write.
+
+var (
+	timeType  = reflect.TypeFor[time.Time]()
+	timeTypes sync.Map // reflect.Type -> bool: can a value of the type hold a time.Time?
+)
+
+// holdsTime reports whether a value of type t can hold a time.Time in a
+// field the decoder fills (an exported field, an element, a map entry).
+func holdsTime(t reflect.Type) bool {
+	if h, ok := timeTypes.Load(t); ok {
+		return h.(bool)
+	}
+	h := holdsTimeWalk(t, map[reflect.Type]bool{})
+	timeTypes.Store(t, h)
+	return h
+}
+
+func holdsTimeWalk(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if t == timeType {
+		return true
+	}
+	if seen[t] {
+		return false // a cycle: any time below is reached by another path
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsTimeWalk(t.Elem(), seen)
+	case reflect.Map:
+		return holdsTimeWalk(t.Key(), seen) || holdsTimeWalk(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && holdsTimeWalk(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkTimes returns an error naming the first time in v whose year the
+// encoder could not write. path names where v sits, for the error.
+func checkTimes(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		return checkTimes(v.Elem(), path)
+	case reflect.Slice, reflect.Array:
+		if !holdsTime(v.Type().Elem()) {
+			return nil
+		}
+		for i := range v.Len() {
+			if err := checkTimes(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if !holdsTime(v.Type().Key()) && !holdsTime(v.Type().Elem()) {
+			return nil
+		}
+		for it := v.MapRange(); it.Next(); {
+			p := fmt.Sprintf("%s[%v]", path, it.Key())
+			if err := checkTimes(it.Key(), p); err != nil {
+				return err
+			}
+			if err := checkTimes(it.Value(), p); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		if v.Type() == timeType {
+			t := v.Interface().(time.Time)
+			if y := t.Year(); !t.IsZero() && (y < 0 || y > 9999) {
+				if path == "" {
+					path = "time"
+				}
+				return fmt.Errorf("cbor: %s: year %d is outside 0 to 9999, the years an RFC 3339 time can hold; send times as RFC 3339 text", path, y)
+			}
+			return nil
+		}
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || !holdsTime(f.Type) {
+				continue
+			}
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			if err := checkTimes(v.Field(i), p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // EncMode returns the shared encoder, for callers that stream (NewEncoder).
