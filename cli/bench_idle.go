@@ -32,6 +32,22 @@ type idleResult struct {
 	// slept and was woken, so this counts wake-ups, and it varies less with
 	// the machine's load than CPUPercent does.
 	Switches float64 `json:"ctx_switches_per_s"`
+	// CPUPerSwitch is the CPU the process used per context switch, in
+	// microseconds: what a wake-up cost it. On a virtual machine it moves
+	// with the host's load while Switches stays put, so it tells a run
+	// that did more from one whose every wake-up cost more.
+	CPUPerSwitch float64 `json:"cpu_us_per_switch"`
+}
+
+// newIdleResult is one process's figures from its CPU seconds and
+// context switches over a window of secs seconds.
+func newIdleResult(process, role string, pid int, secs, cpu float64, switches int64) idleResult {
+	r := idleResult{Name: "idle", Process: process, Role: role, PID: pid, Seconds: secs,
+		CPUPercent: 100 * cpu / secs, Switches: float64(switches) / secs}
+	if switches > 0 {
+		r.CPUPerSwitch = 1e6 * cpu / float64(switches)
+	}
+	return r
 }
 
 // runIdleBench starts a cluster as `phobos up` does (heads and raylets
@@ -131,7 +147,7 @@ func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle
 				role = "leader"
 			}
 		}
-		results = append(results, idleResult{Name: "idle", Process: p.ID, Role: role, PID: p.PID(), Seconds: secs, CPUPercent: 100 * (end - start[i]) / secs, Switches: float64(endSw-startSw[i]) / secs})
+		results = append(results, newIdleResult(p.ID, role, p.PID(), secs, end-start[i], endSw-startSw[i]))
 	}
 	if after := leader(); after != before {
 		keep = true
@@ -145,9 +161,9 @@ func runIdleBench(ctx context.Context, binary string, heads, raylets int, settle
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "process\trole\tpid\tCPU %% of a core over %.0fs\tcontext switches/s\t\n", secs)
+	fmt.Fprintf(tw, "process\trole\tpid\tCPU %% of a core over %.0fs\tcontext switches/s\tµs CPU a switch\t\n", secs)
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t\n", r.Process, r.Role, r.PID, r.CPUPercent, r.Switches)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.0f\t\n", r.Process, r.Role, r.PID, r.CPUPercent, r.Switches, r.CPUPerSwitch)
 	}
 	return tw.Flush()
 }

@@ -114,3 +114,15 @@ func burn(t *testing.T, before float64, clock func(pid int) (float64, error)) {
 		t.Log(x) // keep the loop
 	}
 }
+
+// TestIdleResultPerSwitch: 1 % of a core over 20 s with 250 switches a
+// second is 40 µs a switch; a process that never switched has no figure.
+func TestIdleResultPerSwitch(t *testing.T) {
+	r := newIdleResult("h1", "leader", 7, 20, 0.2, 5000)
+	if r.CPUPercent != 1 || r.Switches != 250 || r.CPUPerSwitch != 40 {
+		t.Errorf("0.2 s of CPU and 5,000 switches over 20 s: got %.3g %%, %.3g/s, %.3g µs a switch; want 1 %%, 250/s, 40 µs", r.CPUPercent, r.Switches, r.CPUPerSwitch)
+	}
+	if r := newIdleResult("r1", "raylet", 8, 20, 0.01, 0); r.CPUPerSwitch != 0 {
+		t.Errorf("no switches: %v µs a switch, want 0", r.CPUPerSwitch)
+	}
+}
