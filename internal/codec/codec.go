@@ -103,9 +103,10 @@ func Unmarshal(data []byte, v any) error {
 // Times. The encoder writes a time.Time as RFC 3339 text, which holds
 // years 0 to 9999. The decoder also takes integer and float seconds,
 // which can name any year; such a time would decode here and then encode
-// to text that no decoder takes back, so a message relayed, stored in
-// Raft or snapshotted would poison whoever read it next. Unmarshal
-// refuses a decoded time outside the years the encoder can write.
+// to text that no decoder takes back, so a message relayed or stored
+// would fail whoever read it next (raftmeta checks its records' times
+// itself, the web service and CLI print them). Unmarshal refuses a
+// decoded time outside the years the encoder can write.
 
 var (
 	timeType  = reflect.TypeFor[time.Time]()
