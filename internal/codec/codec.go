@@ -104,9 +104,9 @@ func Unmarshal(data []byte, v any) error {
 // years 0 to 9999. The decoder also takes integer and float seconds,
 // which can name any year; such a time would decode here and then encode
 // to text that no decoder takes back, so a message relayed or stored
-// would fail whoever read it next (raftmeta checks its records' times
-// itself, the web service and CLI print them). Unmarshal refuses a
-// decoded time outside the years the encoder can write.
+// would fail whoever read it next, and so would the JSON the web service
+// and the CLI print (raftmeta checks its own records' times). Unmarshal
+// refuses a decoded time outside the years the encoder can write.
 
 var (
 	timeType  = reflect.TypeFor[time.Time]()
