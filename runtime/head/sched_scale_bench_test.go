@@ -205,10 +205,10 @@ func scaleLeader(b *testing.B, g *dag.TileableGraph, now time.Time, n, slots int
 // BenchmarkLeaderBigJob lowers and schedules one job of 1M subtasks
 // (-benchtime 1x; LEADER_BIG_N for another size) on 1,000 raylets
 // (LEADER_BIG_RAYLETS for another number) and reports the seconds
-// lowering took, the seconds the release's step took (LEADER_BIG_HEAP=FILE
-// writes a heap profile of the running job to FILE.JOB), the heap held per
-// subtask while the job runs (every subtask dispatched, none finished) and
-// what is left per subtask once the job finished and was released.
+// lowering took, the seconds the release's step took, the heap held per
+// subtask while the job runs (every subtask dispatched, none finished;
+// LEADER_BIG_HEAP=FILE writes a heap profile of it to FILE.JOB) and what
+// is left per subtask once the job finished and was released.
 func BenchmarkLeaderBigJob(b *testing.B) {
 	n := int64(1_000_000)
 	if v := os.Getenv("LEADER_BIG_N"); v != "" {
