@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,14 +24,24 @@ type inmemCluster struct {
 	*cluster
 	trans    map[string]*raft.InmemTransport
 	storages map[string]*Storage
+	// wrap, if set, gives each head's raft its transport (in place of
+	// the bare one, which still carries the RPCs to it).
+	wrap func(id string, tr *raft.InmemTransport) raft.Transport
 }
 
 func startInmemCluster(t *testing.T, n int, tweaks ...func(*Config)) *inmemCluster {
+	t.Helper()
+	return startInmemClusterWrapped(t, n, nil, tweaks...)
+}
+
+// startInmemClusterWrapped is startInmemCluster with inmemCluster.wrap.
+func startInmemClusterWrapped(t *testing.T, n int, wrap func(string, *raft.InmemTransport) raft.Transport, tweaks ...func(*Config)) *inmemCluster {
 	t.Helper()
 	c := &inmemCluster{
 		cluster:  &cluster{t: t, cfgs: map[string]Config{}, nodes: map[string]*Node{}},
 		trans:    map[string]*raft.InmemTransport{},
 		storages: map[string]*Storage{},
+		wrap:     wrap,
 	}
 	var boot []Server
 	for i := range n {
@@ -64,6 +76,9 @@ func (c *inmemCluster) open(id string) *Node {
 	}
 	cfg := c.cfgs[id]
 	cfg.Storage, cfg.Transport = c.storages[id], tr
+	if c.wrap != nil {
+		cfg.Transport = c.wrap(id, tr)
+	}
 	n, err := Open(cfg, nil)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", id, err)
@@ -235,18 +250,167 @@ func TestOpenWithTwins(t *testing.T) {
 func TestInmemPacedLeaderIsolated(t *testing.T) {
 	c := startInmemCluster(t, 3, func(cfg *Config) { cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout })
 	hb := c.cfgs[c.ids[0]].HeartbeatTimeout
+	lead := 15 * c.cfgs[c.ids[0]].withDefaults().HeartbeatInterval
 	paced := func(n *Node, want time.Duration) func() bool {
 		return func() bool { return n.raft.ReloadableConfig().HeartbeatTimeout == want }
 	}
 	l := c.leader()
-	testutil.WaitFor(t, 10*time.Second, "the leader "+l.id+" to heartbeat every HeartbeatTimeout/5", paced(l, 2*hb))
+	testutil.WaitFor(t, 10*time.Second, "the leader "+l.id+" to run raft with a heartbeat timeout of 15 intervals", paced(l, lead))
 	c.isolate(l.id)
 	l2 := c.leaderAmong(c.followers(l))
-	testutil.WaitFor(t, 10*time.Second, "the new leader "+l2.id+" to heartbeat every HeartbeatTimeout/5", paced(l2, 2*hb))
+	testutil.WaitFor(t, 10*time.Second, "the new leader "+l2.id+" to run raft with a heartbeat timeout of 15 intervals", paced(l2, lead))
 	testutil.WaitFor(t, 10*time.Second, "the isolated head "+l.id+" to step down and wait HeartbeatTimeout again", func() bool {
 		return !l.IsLeader() && paced(l, hb)()
 	})
 	c.heal()
 	c.converged(c.leader())
 	c.allocRetry(NewRequestID())
+}
+
+// beatTransport records when its head's raft sends each peer a heartbeat
+// (an AppendEntries carrying nothing but the term and the leader: no
+// entries, no previous entry, no commit index).
+type beatTransport struct {
+	*raft.InmemTransport
+	mu    sync.Mutex
+	beats map[raft.ServerID][]time.Time
+}
+
+func (b *beatTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if len(args.Entries) == 0 && args.PrevLogEntry == 0 && args.PrevLogTerm == 0 && args.LeaderCommitIndex == 0 {
+		b.mu.Lock()
+		b.beats[id] = append(b.beats[id], time.Now())
+		b.mu.Unlock()
+	}
+	return b.InmemTransport.AppendEntries(id, target, args, resp)
+}
+
+func (b *beatTransport) sent() map[raft.ServerID][]time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[raft.ServerID][]time.Time{}
+	for id, ts := range b.beats {
+		out[id] = slices.Clone(ts)
+	}
+	return out
+}
+
+// TestLeaderBeatsFollowersTogether: the leader sends its followers their
+// heartbeats together, about every HeartbeatInterval, rather than each on
+// a timer of its own (hashicorp/raft's way: every interval to twice that,
+// the followers' heartbeats apart, each one waking the leader).
+func TestLeaderBeatsFollowersTogether(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	trs := map[string]*beatTransport{}
+	var mu sync.Mutex
+	wrap := func(id string, tr *raft.InmemTransport) raft.Transport {
+		b := &beatTransport{InmemTransport: tr, beats: map[raft.ServerID][]time.Time{}}
+		mu.Lock()
+		trs[id] = b
+		mu.Unlock()
+		return b
+	}
+	c := startInmemClusterWrapped(t, 3, wrap, func(cfg *Config) {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+		cfg.HeartbeatInterval = interval
+	})
+	l := c.leader()
+	mu.Lock()
+	tr := trs[l.id]
+	mu.Unlock()
+	fs := c.followers(l)
+	const want = 15
+	testutil.WaitFor(t, 20*time.Second, "the leader to send each follower 15 heartbeats", func() bool {
+		got := tr.sent()
+		for _, f := range fs {
+			if len(got[raft.ServerID(f.id)]) < want {
+				return false
+			}
+		}
+		return true
+	})
+	if !l.IsLeader() {
+		t.Fatalf("%s lost the leadership while its heartbeats were counted", l.id)
+	}
+	got := tr.sent()
+	a, b := got[raft.ServerID(fs[0].id)], got[raft.ServerID(fs[1].id)]
+	// Each heartbeat to one follower has one to the other within a
+	// quarter interval; on timers of their own about a third would.
+	together := 0
+	for _, ta := range a {
+		i, _ := slices.BinarySearchFunc(b, ta, func(x, y time.Time) int { return x.Compare(y) })
+		near := false
+		for _, j := range []int{i - 1, i} {
+			if j >= 0 && j < len(b) && b[j].Sub(ta).Abs() < interval/4 {
+				near = true
+			}
+		}
+		if near {
+			together++
+		}
+	}
+	if together < len(a)*3/4 {
+		t.Errorf("%d of %d heartbeats to %s went within %v of one to %s; want at least three quarters", together, len(a), fs[0].id, interval/4, fs[1].id)
+	}
+	// And about every interval: the median gap is not under 0.8 of it
+	// (raft's own heartbeats on top of the beat would halve it) nor over
+	// 1.5 (raft's own alone: 1.5 to 3 intervals, with the beat gone).
+	gaps := make([]time.Duration, 0, len(a))
+	for k := 1; k < len(a); k++ {
+		gaps = append(gaps, a[k].Sub(a[k-1]))
+	}
+	slices.Sort(gaps)
+	if med := gaps[len(gaps)/2]; med < interval*8/10 || med > interval*3/2 {
+		t.Errorf("median gap between heartbeats to %s is %v; want about %v", fs[0].id, med, interval)
+	}
+}
+
+// TestLoneLeaderBeatsOnceJoined: a head alone has no one to beat to; once
+// a second head is added, the leader hears of it from raft and beats to
+// it every HeartbeatInterval.
+func TestLoneLeaderBeatsOnceJoined(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	tweak := func(cfg *Config) {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+		cfg.HeartbeatInterval = interval
+	}
+	var tr *beatTransport
+	wrap := func(id string, in *raft.InmemTransport) raft.Transport {
+		b := &beatTransport{InmemTransport: in, beats: map[raft.ServerID][]time.Time{}}
+		if id == "h1" {
+			tr = b
+		}
+		return b
+	}
+	c := startInmemClusterWrapped(t, 1, wrap, tweak)
+	l := c.leader()
+	if l.hasFollowers() {
+		t.Fatal("a head alone has followers")
+	}
+	cfg := testConfig("h2", "")
+	tweak(&cfg)
+	c.cfgs["h2"], c.storages["h2"] = cfg, NewInmemStorage()
+	c.ids = append(c.ids, "h2")
+	c.open("h2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.AddVoter(ctx, "h2", "inmem-h2"); err != nil {
+		t.Fatalf("add h2: %v", err)
+	}
+	testutil.WaitFor(t, 20*time.Second, "the leader to send h2 10 heartbeats", func() bool {
+		return len(tr.sent()["h2"]) >= 10
+	})
+	if !l.IsLeader() {
+		t.Fatalf("%s lost the leadership while its heartbeats were counted", l.id)
+	}
+	a := tr.sent()["h2"]
+	gaps := make([]time.Duration, 0, len(a))
+	for k := 1; k < len(a); k++ {
+		gaps = append(gaps, a[k].Sub(a[k-1]))
+	}
+	slices.Sort(gaps)
+	// raft's own heartbeats alone come every 1.5 to 3 intervals.
+	if med := gaps[len(gaps)/2]; med > interval*3/2 {
+		t.Errorf("median gap between heartbeats to h2 is %v; want about %v", med, interval)
+	}
 }

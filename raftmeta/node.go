@@ -73,20 +73,28 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 
-	// HeartbeatInterval is how often the leader sends each follower a
-	// heartbeat: every HeartbeatInterval to twice that. hashicorp/raft
-	// ties it to HeartbeatTimeout/10, and heartbeats are most of an idle
-	// leader's cost, so the leader runs raft with HeartbeatTimeout
-	// 10×HeartbeatInterval while it leads (on a leader raft uses it only
-	// to cap its back-off after failed heartbeats) and every other head
-	// keeps the configured one: a dead leader is noticed as soon as
-	// before; what shrinks is the margin, the heartbeats a follower may
-	// miss before it campaigns (at HeartbeatTimeout/5, 2.5 to 5). Zero
-	// means max(HeartbeatTimeout/10, min(HeartbeatTimeout/5,
-	// LeaderLeaseTimeout/5)), 100ms with the other defaults, so that a
-	// leader hears from its followers at least 2.5 times within its lease.
-	// Otherwise it must lie in [HeartbeatTimeout/10, HeartbeatTimeout/4]
-	// and be at most half LeaderLeaseTimeout.
+	// HeartbeatInterval is how often the leader sends its followers a
+	// heartbeat, all of them at once. hashicorp/raft sends each follower
+	// its own, every HeartbeatTimeout/10 to twice that on a timer of its
+	// own, so an idle leader woke for each follower's heartbeat and again
+	// for its answer; heartbeats are most of an idle leader's cost. So
+	// while a head leads it asks raft to confirm its leadership every
+	// HeartbeatInterval (raft.VerifyLeader, which heartbeats every
+	// follower at once) and runs raft with HeartbeatTimeout
+	// 15×HeartbeatInterval, whose own heartbeats (every 1.5 to 3
+	// intervals, and on a leader raft uses HeartbeatTimeout for nothing
+	// else but the cap of its back-off after failed heartbeats) then
+	// only stand in if the timer stalls. Every other head keeps the
+	// configured timeout: a dead leader is noticed as soon as before;
+	// what the interval sets is the margin, the heartbeats a follower
+	// may miss before it campaigns. Zero means max(HeartbeatTimeout/10,
+	// 3/10 of the lesser of HeartbeatTimeout and LeaderLeaseTimeout),
+	// 150ms with the other defaults: as many heartbeats as raft's own
+	// 100–200ms, with none more than 150ms apart, so that a follower
+	// hears at least three within its timeout and a leader from its
+	// followers at least three times within its lease. Otherwise it must
+	// lie in [HeartbeatTimeout/10, HeartbeatTimeout/2] and be at most
+	// half LeaderLeaseTimeout.
 	HeartbeatInterval time.Duration
 
 	// SnapshotThreshold (default 8192) is how many new log entries trigger
@@ -135,7 +143,7 @@ func (c Config) withDefaults() Config {
 	set(&c.ElectionTimeout, d.ElectionTimeout)
 	set(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
 	set(&c.CommitTimeout, d.CommitTimeout)
-	set(&c.HeartbeatInterval, max(c.HeartbeatTimeout/10, min(c.HeartbeatTimeout/5, c.LeaderLeaseTimeout/5)))
+	set(&c.HeartbeatInterval, max(c.HeartbeatTimeout/10, min(c.HeartbeatTimeout, c.LeaderLeaseTimeout)*3/10))
 	set(&c.SnapshotInterval, d.SnapshotInterval)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = d.SnapshotThreshold
@@ -174,6 +182,7 @@ type Node struct {
 	// pace is raft's heartbeat timing while this head leads ([1]) and
 	// while it does not ([0]); see Config.HeartbeatInterval.
 	pace    [2]pace
+	beat    time.Duration // Config.HeartbeatInterval: while leading, the followers' heartbeats go together this often
 	notify  chan bool
 	stopFan chan struct{}
 	fanDone chan struct{}
@@ -216,9 +225,9 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	if cfg.DedupeWindow < 0 {
 		return nil, invalid("raftmeta: open %s: DedupeWindow %d is negative", cfg.ID, cfg.DedupeWindow)
 	}
-	if hb, iv := cfg.HeartbeatTimeout, cfg.HeartbeatInterval; explicitInterval && (iv < hb/10 || iv > hb/4 || 2*iv > cfg.LeaderLeaseTimeout) {
-		return nil, invalid("raftmeta: open %s: HeartbeatInterval %v: want %v to %v (HeartbeatTimeout/10 to /4) and at most half LeaderLeaseTimeout %v",
-			cfg.ID, iv, hb/10, hb/4, cfg.LeaderLeaseTimeout)
+	if hb, iv := cfg.HeartbeatTimeout, cfg.HeartbeatInterval; explicitInterval && (iv < hb/10 || iv > hb/2 || 2*iv > cfg.LeaderLeaseTimeout) {
+		return nil, invalid("raftmeta: open %s: HeartbeatInterval %v: want %v to %v (HeartbeatTimeout/10 to /2) and at most half LeaderLeaseTimeout %v",
+			cfg.ID, iv, hb/10, hb/2, cfg.LeaderLeaseTimeout)
 	}
 	addr := cfg.Addr
 	switch {
@@ -325,8 +334,9 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 		return nil, invalid("raftmeta: open %s: %w", cfg.ID, err)
 	}
 	n.pace[0] = pace{heartbeat: rc.HeartbeatTimeout, election: rc.ElectionTimeout}
-	lead := 10 * cfg.HeartbeatInterval
+	lead := 15 * cfg.HeartbeatInterval
 	n.pace[1] = pace{heartbeat: lead, election: max(rc.ElectionTimeout, lead)}
+	n.beat = cfg.HeartbeatInterval
 	leading := *rc
 	leading.HeartbeatTimeout, leading.ElectionTimeout = n.pace[1].heartbeat, n.pace[1].election
 	if err := raft.ValidateConfig(&leading); err != nil {
@@ -397,22 +407,67 @@ func checkBootstrap(servers []Server, self, selfAddr string) error {
 }
 
 // fanOut drains raft's NotifyCh promptly (raft blocks on it) and passes
-// each value to every LeaderCh subscriber.
+// each value to every LeaderCh subscriber. While this head leads a cluster
+// of more than itself it also beats: every HeartbeatInterval it asks raft
+// to verify the leadership, which sends every follower a heartbeat at
+// once. The answer is not awaited (raft gives it when a quorum replies or
+// the leadership ends, and drops the request from every follower's list
+// either way), so a beat never holds up NotifyCh; a leader that has lost
+// its followers notices by its lease, as before. A head alone has no one
+// to beat to and is not woken for it; raft's observation of a follower
+// added (or removed) while it leads makes it look again.
 func (n *Node) fanOut() {
 	defer close(n.fanDone)
+	peers := make(chan raft.Observation, 4)
+	obs := raft.NewObserver(peers, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.PeerObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	beat := time.NewTimer(n.beat)
+	beat.Stop()
+	defer beat.Stop()
+	leading := false
+	// arm starts the beat if this head leads others, and stops it if not.
+	arm := func() {
+		if leading && n.hasFollowers() {
+			beat.Reset(n.beat)
+		} else {
+			beat.Stop()
+		}
+	}
 	for {
 		select {
 		case v := <-n.notify:
 			n.setPace(v)
+			leading = v
+			arm()
 			n.subsMu.Lock()
 			for _, ch := range n.subs {
 				publish(ch, v)
 			}
 			n.subsMu.Unlock()
+		case <-peers:
+			arm()
+		case <-beat.C:
+			n.raft.VerifyLeader()
+			arm()
 		case <-n.stopFan:
 			return
 		}
 	}
+}
+
+// hasFollowers says whether raft's latest configuration names a server
+// other than this head.
+func (n *Node) hasFollowers() bool {
+	for _, s := range n.raft.GetConfiguration().Configuration().Servers {
+		if string(s.ID) != n.id {
+			return true
+		}
+	}
+	return false
 }
 
 // pace is the part of raft's reloadable configuration that differs
@@ -425,10 +480,11 @@ type pace struct{ heartbeat, election time.Duration }
 // else but the cap of its back-off after failed heartbeats (and
 // ElectionTimeout, which must not be shorter, only to wait for a leadership
 // transfer); a follower starts an election when it has heard nothing for
-// HeartbeatTimeout. So a leader runs with 10×HeartbeatInterval, and a
-// head that stops leading goes back to the configured timeouts before it
-// next waits for a leader (raft then checks its contact at once).
-// Only fanOut calls it, in the order raft reports the changes.
+// HeartbeatTimeout. So a leader runs with 15×HeartbeatInterval, leaving the
+// heartbeats to fanOut's beat, and a head that stops leading goes back to
+// the configured timeouts before it next waits for a leader (raft then
+// checks its contact at once). Only fanOut calls it, in the order raft
+// reports the changes.
 func (n *Node) setPace(leading bool) {
 	p := n.pace[0]
 	if leading {

@@ -493,14 +493,19 @@ func TestLeaderFailoverAndRestart(t *testing.T) {
 	}
 }
 
-// TestLeaderPace: the leader alone runs raft with 10×HeartbeatInterval as
-// its heartbeat timeout (so it heartbeats every HeartbeatInterval), the
-// others keep HeartbeatTimeout, and a head that stops leading gets it back.
+// TestLeaderPace: the leader alone runs raft with 15×HeartbeatInterval as
+// its heartbeat timeout (so that raft's own heartbeats leave the beat to
+// fanOut), the others keep HeartbeatTimeout, and a head that stops leading
+// gets it back.
 func TestLeaderPace(t *testing.T) {
 	c := startCluster(t, 3, func(cfg *Config) {
-		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout // the interval may then be HeartbeatTimeout/5
+		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout // the interval is then 3/10 of HeartbeatTimeout
 	})
 	hb := c.cfgs[c.ids[0]].HeartbeatTimeout
+	lead := 15 * c.cfgs[c.ids[0]].withDefaults().HeartbeatInterval
+	if lead != 15*hb*3/10 {
+		t.Fatalf("leading heartbeat timeout %v, want 15 × 3/10 × %v", lead, hb)
+	}
 	paced := func(n *Node, want time.Duration) func() bool {
 		return func() bool {
 			rc := n.raft.ReloadableConfig()
@@ -508,7 +513,7 @@ func TestLeaderPace(t *testing.T) {
 		}
 	}
 	l := c.leader()
-	testutil.WaitFor(t, 10*time.Second, "the leader "+l.id+" to heartbeat every HeartbeatTimeout/5", paced(l, 2*hb))
+	testutil.WaitFor(t, 10*time.Second, "the leader "+l.id+" to run raft with a heartbeat timeout of 15 intervals", paced(l, lead))
 	for _, f := range c.followers(l) {
 		if got := f.raft.ReloadableConfig().HeartbeatTimeout; got != hb {
 			t.Fatalf("follower %s runs raft with heartbeat timeout %v, want %v", f.id, got, hb)
@@ -521,7 +526,7 @@ func TestLeaderPace(t *testing.T) {
 	if l2 == l {
 		t.Fatal("the old leader still leads after a transfer")
 	}
-	testutil.WaitFor(t, 10*time.Second, "the new leader "+l2.id+" to heartbeat every HeartbeatTimeout/5", paced(l2, 2*hb))
+	testutil.WaitFor(t, 10*time.Second, "the new leader "+l2.id+" to run raft with a heartbeat timeout of 15 intervals", paced(l2, lead))
 	testutil.WaitFor(t, 10*time.Second, "the old leader "+l.id+" to wait HeartbeatTimeout again", paced(l, hb))
 	if got := l.raft.ReloadableConfig().ElectionTimeout; got != c.cfgs[l.id].ElectionTimeout {
 		t.Fatalf("old leader's election timeout %v, want %v", got, c.cfgs[l.id].ElectionTimeout)
@@ -738,8 +743,8 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 		{"heartbeat interval under a tenth of the timeout", func(string) Config {
 			return Config{ID: "a", DataDir: dir, HeartbeatTimeout: time.Second, HeartbeatInterval: 99 * time.Millisecond}
 		}},
-		{"heartbeat interval over a quarter of the timeout", func(string) Config {
-			return Config{ID: "a", DataDir: dir, HeartbeatTimeout: time.Second, LeaderLeaseTimeout: time.Second, HeartbeatInterval: 251 * time.Millisecond}
+		{"heartbeat interval over half the timeout", func(string) Config {
+			return Config{ID: "a", DataDir: dir, HeartbeatTimeout: time.Second, LeaderLeaseTimeout: time.Second, HeartbeatInterval: 501 * time.Millisecond}
 		}},
 		{"heartbeat interval over half the lease", func(string) Config {
 			return Config{ID: "a", DataDir: dir, HeartbeatTimeout: time.Second, LeaderLeaseTimeout: 300 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond}
