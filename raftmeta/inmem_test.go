@@ -355,12 +355,7 @@ func TestLeaderBeatsFollowersTogether(t *testing.T) {
 	// And about every interval: the median gap is not under 0.8 of it
 	// (raft's own heartbeats on top of the beat would halve it) nor over
 	// 1.5 (raft's own alone: 1.5 to 3 intervals, with the beat gone).
-	gaps := make([]time.Duration, 0, len(a))
-	for k := 1; k < len(a); k++ {
-		gaps = append(gaps, a[k].Sub(a[k-1]))
-	}
-	slices.Sort(gaps)
-	if med := gaps[len(gaps)/2]; med < interval*8/10 || med > interval*3/2 {
+	if med := medianGap(a); med < interval*8/10 || med > interval*3/2 {
 		t.Errorf("median gap between heartbeats to %s is %v; want about %v", fs[0].id, med, interval)
 	}
 }
@@ -404,13 +399,19 @@ func TestLoneLeaderBeatsOnceJoined(t *testing.T) {
 		t.Fatalf("%s lost the leadership while its heartbeats were counted", l.id)
 	}
 	a := tr.sent()["h2"]
-	gaps := make([]time.Duration, 0, len(a))
-	for k := 1; k < len(a); k++ {
-		gaps = append(gaps, a[k].Sub(a[k-1]))
-	}
-	slices.Sort(gaps)
 	// raft's own heartbeats alone come every 1.5 to 3 intervals.
-	if med := gaps[len(gaps)/2]; med > interval*3/2 {
+	if med := medianGap(a); med > interval*3/2 {
 		t.Errorf("median gap between heartbeats to h2 is %v; want about %v", med, interval)
 	}
+}
+
+// medianGap is the median time between consecutive times of ts (at least
+// two, in order).
+func medianGap(ts []time.Time) time.Duration {
+	gaps := make([]time.Duration, 0, len(ts)-1)
+	for k := 1; k < len(ts); k++ {
+		gaps = append(gaps, ts[k].Sub(ts[k-1]))
+	}
+	slices.Sort(gaps)
+	return gaps[len(gaps)/2]
 }
