@@ -62,12 +62,14 @@ type Config struct {
 	// elections. A follower that hears nothing from the leader for
 	// HeartbeatTimeout starts an election. A leader that has heard from no
 	// quorum within LeaderLeaseTimeout steps down; it must not exceed
-	// HeartbeatTimeout. CommitTimeout is how often an idle leader sends
-	// each follower an AppendEntries so that it learns the commit index
-	// (new entries go at once whatever it is): at 10ms that alone cost an
-	// idle leader 3-4% of a core and each follower 1%, at 250ms some 12% of
-	// an idle leader's wake-ups, for followers' applied state that only
-	// status shows (a new leader applies everything before it reads).
+	// HeartbeatTimeout, which must not exceed ElectionTimeout. Raft takes
+	// none of them under 5ms, nor CommitTimeout under 1ms. CommitTimeout
+	// is how often an idle leader sends each follower an AppendEntries so
+	// that it learns the commit index (new entries go at once whatever it
+	// is): at 10ms that alone cost an idle leader 3-4% of a core and each
+	// follower 1%, at 250ms some 12% of an idle leader's wake-ups, for
+	// followers' applied state that only status shows (a new leader
+	// applies everything before it reads).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -115,6 +117,22 @@ type Config struct {
 
 	// Logger receives this package's and raft's logs. Nil discards.
 	Logger *slog.Logger
+
+	// SettingNames says how errors name this Config's fields to whoever
+	// set them, as the head's Config does: a program that fills the Config
+	// from flags maps a field's name ("HeartbeatInterval") to its flag
+	// ("--raft-heartbeat-every"). An unmapped field is named Config.Field.
+	// Open checks the timings and limits itself, so that raft's own
+	// errors, which name raft's fields, do not reach whoever set them.
+	SettingNames map[string]string
+}
+
+// setting names one of c's fields as c.SettingNames say.
+func (c Config) setting(field string) string {
+	if n, ok := c.SettingNames[field]; ok {
+		return n
+	}
+	return "Config." + field
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -201,7 +219,7 @@ type Node struct {
 // before an election; use LeaderCh or Leader to learn when a leader is known.
 func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	if layer == nil && cfg.Transport == nil {
-		return nil, invalid("raftmeta: open: no stream layer and no Config.Transport")
+		return nil, invalid("raftmeta: open: no stream layer and no %s", cfg.setting("Transport"))
 	}
 	var closers []func() error
 	if layer != nil {
@@ -216,18 +234,8 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	}()
 	explicitInterval := cfg.HeartbeatInterval != 0
 	cfg = cfg.withDefaults()
-	if cfg.ID == "" {
-		return nil, invalid("raftmeta: open: Config.ID is empty; give every head a stable unique ID")
-	}
-	if cfg.DataDir == "" && cfg.Storage == nil {
-		return nil, invalid("raftmeta: open %s: Config.DataDir is empty", cfg.ID)
-	}
-	if cfg.DedupeWindow < 0 {
-		return nil, invalid("raftmeta: open %s: DedupeWindow %d is negative", cfg.ID, cfg.DedupeWindow)
-	}
-	if hb, iv := cfg.HeartbeatTimeout, cfg.HeartbeatInterval; explicitInterval && (iv < hb/10 || iv > hb/2 || 2*iv > cfg.LeaderLeaseTimeout) {
-		return nil, invalid("raftmeta: open %s: HeartbeatInterval %v: want %v to %v (HeartbeatTimeout/10 to /2) and at most half LeaderLeaseTimeout %v",
-			cfg.ID, iv, hb/10, hb/2, cfg.LeaderLeaseTimeout)
+	if err := cfg.validate(explicitInterval); err != nil {
+		return nil, err
 	}
 	addr := cfg.Addr
 	switch {
@@ -236,14 +244,14 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 		if addr == "" {
 			addr = local
 		} else if addr != local {
-			return nil, invalid("raftmeta: open %s: Config.Addr %q is not the address of Config.Transport (%q); leave Addr empty", cfg.ID, addr, local)
+			return nil, invalid("raftmeta: open %s: %s %q is not the address of %s (%q); leave %[2]s empty", cfg.ID, cfg.setting("Addr"), addr, cfg.setting("Transport"), local)
 		}
 	case addr == "":
 		addr = layer.Addr().String()
 	case addr != layer.Addr().String():
 		layer = &advertised{StreamLayer: layer, addr: advertisedAddr(addr)}
 	}
-	if err := checkBootstrap(cfg.Bootstrap, cfg.ID, addr); err != nil {
+	if err := cfg.checkBootstrap(addr); err != nil {
 		return nil, err
 	}
 
@@ -330,6 +338,8 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	rc.NotifyCh = n.notify
 	rc.Logger = hl
 	rc.NoLegacyTelemetry = true
+	// validate checked what raft checks of the settings; this and the
+	// check of the leader's timings below only back it up.
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, invalid("raftmeta: open %s: %w", cfg.ID, err)
 	}
@@ -376,7 +386,70 @@ func inDir(cfg Config) string {
 	return " in " + cfg.DataDir
 }
 
-func checkBootstrap(servers []Server, self, selfAddr string) error {
+// Raft's limits (raft.ValidateConfig): the least HeartbeatTimeout,
+// ElectionTimeout, LeaderLeaseTimeout and SnapshotInterval, the least
+// CommitTimeout, and the most MaxAppendEntries.
+const (
+	minRaftTimeout   = 5 * time.Millisecond
+	minCommitTimeout = time.Millisecond
+	maxAppendEntries = 1024
+)
+
+// validate reports the first setting of c, its zero fields defaulted, that
+// Open cannot run with, naming the settings as SettingNames say. It checks
+// what raft.ValidateConfig checks of them, whose errors name raft's fields
+// instead. explicitInterval says that HeartbeatInterval was set rather
+// than defaulted.
+func (c Config) validate(explicitInterval bool) error {
+	name := c.setting
+	if c.ID == "" {
+		return invalid("raftmeta: open: %s is empty; give every head a stable unique ID", name("ID"))
+	}
+	bad := func(format string, args ...any) error {
+		return invalid("raftmeta: open %s: %s", c.ID, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.DataDir == "" && c.Storage == nil:
+		return bad("%s is empty; give the head a directory for its Raft state", name("DataDir"))
+	case c.DedupeWindow < 0:
+		return bad("%s %d is negative: set it above 0, the same on every head, or to 0 for the default %d", name("DedupeWindow"), c.DedupeWindow, DefaultDedupeWindow)
+	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > maxAppendEntries:
+		return bad("%s %d: set it from 1 to %d", name("MaxAppendEntries"), c.MaxAppendEntries, maxAppendEntries)
+	}
+	for _, d := range []struct {
+		field    string
+		v, least time.Duration
+	}{
+		{"HeartbeatTimeout", c.HeartbeatTimeout, minRaftTimeout}, {"ElectionTimeout", c.ElectionTimeout, minRaftTimeout},
+		{"LeaderLeaseTimeout", c.LeaderLeaseTimeout, minRaftTimeout}, {"CommitTimeout", c.CommitTimeout, minCommitTimeout},
+		{"SnapshotInterval", c.SnapshotInterval, minRaftTimeout},
+	} {
+		if d.v < d.least {
+			return bad("%s %v is below %v, the least raft accepts: set %[1]s to at least %[3]v", name(d.field), d.v, d.least)
+		}
+	}
+	hb, lease := c.HeartbeatTimeout, c.LeaderLeaseTimeout
+	if lease > hb {
+		return bad("%s %v is more than %s %v: set %[1]s at most %[3]s", name("LeaderLeaseTimeout"), lease, name("HeartbeatTimeout"), hb)
+	}
+	if c.ElectionTimeout < hb {
+		return bad("%s %v is less than %s %v: set %[1]s at least %[3]s", name("ElectionTimeout"), c.ElectionTimeout, name("HeartbeatTimeout"), hb)
+	}
+	if iv := c.HeartbeatInterval; explicitInterval && (iv < hb/10 || iv > hb/2 || 2*iv > lease) {
+		if hb/10 > lease/2 {
+			return bad("%s %v: no interval is both at least a tenth of %s %v and at most half of %s %v; raise %[5]s to at least %[7]v or leave %[1]s unset",
+				name("HeartbeatInterval"), iv, name("HeartbeatTimeout"), hb, name("LeaderLeaseTimeout"), lease, hb/5)
+		}
+		return bad("%s %v: set it from %v to %v (a tenth to half of %s %v, and at most half of %s %v)",
+			name("HeartbeatInterval"), iv, hb/10, min(hb, lease)/2, name("HeartbeatTimeout"), hb, name("LeaderLeaseTimeout"), lease)
+	}
+	return nil
+}
+
+// checkBootstrap checks c.Bootstrap against this head's ID and selfAddr,
+// the address its peers reach it at.
+func (c Config) checkBootstrap(selfAddr string) error {
+	servers, self, list := c.Bootstrap, c.ID, c.setting("Bootstrap")
 	if len(servers) == 0 {
 		return nil
 	}
@@ -386,22 +459,22 @@ func checkBootstrap(servers []Server, self, selfAddr string) error {
 	for _, s := range servers {
 		switch {
 		case s.ID == "" || s.Addr == "":
-			return invalid("raftmeta: bootstrap list: server %q at %q needs both an ID and an address", s.ID, s.Addr)
+			return invalid("raftmeta: %s: server %q at %q needs both an ID and an address", list, s.ID, s.Addr)
 		case ids[s.ID]:
-			return invalid("raftmeta: bootstrap list: server ID %q appears twice", s.ID)
+			return invalid("raftmeta: %s: server ID %q appears twice", list, s.ID)
 		case addrs[s.Addr]:
-			return invalid("raftmeta: bootstrap list: address %q appears twice", s.Addr)
+			return invalid("raftmeta: %s: address %q appears twice", list, s.Addr)
 		}
 		ids[s.ID], addrs[s.Addr] = true, true
 		if s.ID == self {
 			found = true
 			if s.Addr != selfAddr {
-				return invalid("raftmeta: bootstrap list gives head %q address %q but it is reached at %q; set Config.Addr or fix the list", self, s.Addr, selfAddr)
+				return invalid("raftmeta: %s gives head %q address %q but it is reached at %q; set %s or fix %[1]s", list, self, s.Addr, selfAddr, c.setting("Addr"))
 			}
 		}
 	}
 	if !found {
-		return invalid("raftmeta: bootstrap list does not name this head %q; give every head the same list including itself, or none to be added later", self)
+		return invalid("raftmeta: %s does not name this head %q; give every head the same list including itself, or none to be added later", list, self)
 	}
 	return nil
 }
