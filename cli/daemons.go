@@ -96,6 +96,7 @@ func newHeadCmd() *cobra.Command {
 		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = *hb, *el, *lease, *commit
 		rc.HeartbeatInterval = *interval
 		rc.MaxAppendEntries, rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *maxAppend, *snap, *snapEvery, *trailing
+		rc.SettingNames = raftFlags
 		tcfg.Dial = faultDial
 		s, err := head.Start(head.Config{
 			ID: *id, Listen: *listen, Advertise: *advertise, DataDir: *dataDir, Peers: servers, Join: joinAddrs, Token: tcfg.Token,
@@ -143,6 +144,17 @@ var headFlags = map[string]string{
 	"RayletTimeout": "--raylet-timeout", "ResultTTL": "--result-ttl", "Retries": "--retries", "PutGrace": "--put-grace",
 	"JobBudget": "--job-budget", "AdmitBudget": "--admit-budget", "AdmitQueue": "--admit-queue",
 	"JobRetention": "--job-retention", "JobRetentionCount": "--job-retention-count", "RayletPurgeAfter": "--raylet-purge-after",
+}
+
+// raftFlags names the raftmeta.Config fields that runHead sets from flags
+// (directly, or through head.Config: ID, DataDir, Addr and Bootstrap), so
+// that Raft's errors name the flags.
+var raftFlags = map[string]string{
+	"ID": "--id", "DataDir": "--data-dir", "Addr": "--advertise", "Bootstrap": "--peers",
+	"HeartbeatTimeout": "--raft-heartbeat", "ElectionTimeout": "--raft-election", "LeaderLeaseTimeout": "--raft-lease",
+	"CommitTimeout": "--raft-commit-timeout", "HeartbeatInterval": "--raft-heartbeat-every",
+	"MaxAppendEntries": "--raft-max-append-entries", "SnapshotThreshold": "--raft-snapshot-threshold",
+	"SnapshotInterval": "--raft-snapshot-interval", "TrailingLogs": "--raft-trailing-logs",
 }
 
 // certCheckInterval is how often daemons look for renewed certificate files.
