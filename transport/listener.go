@@ -13,9 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/yamux"
-
 	"github.com/phobos-project/phobos/internal/backoff"
+	"github.com/phobos-project/phobos/internal/yamux"
 )
 
 // Listener accepts connections on Config.Network (TCP by default),

@@ -14,9 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/yamux"
-
 	"github.com/phobos-project/phobos/internal/codec"
+	"github.com/phobos-project/phobos/internal/yamux"
 )
 
 // Handler serves what a peer sends over a Session. One Handler may serve
