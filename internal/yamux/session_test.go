@@ -1,3 +1,7 @@
+// This file is hashicorp/yamux v0.1.2's tests, changed for phobos: two
+// tests skip where they cannot pass here (marked phobos:). Like the rest of
+// yamux it is under the Mozilla Public License 2.0 (LICENSE).
+
 package yamux
 
 import (
@@ -771,6 +775,13 @@ func TestManyStreams(t *testing.T) {
 }
 
 func TestManyStreams_PingPong(t *testing.T) {
+	if raceEnabled {
+		// phobos: 50 streams' ping-pong under the race detector misses testConf's
+		// 250ms write timeout on a busy 2-core machine, with yamux v0.1.2 as
+		// released too. CI runs this package without the race detector as
+		// well.
+		t.Skip("phobos: too slow for testConf's write timeout under the race detector")
+	}
 	client, server := testClientServer(t)
 
 	const streams = 50
@@ -931,6 +942,11 @@ func TestHalfClose(t *testing.T) {
 }
 
 func TestHalfCloseSessionShutdown(t *testing.T) {
+	// phobos: the test closes the sending session before the receiving one
+	// has read the frame off the conn, so the read races the close. It
+	// fails in about a quarter of runs of yamux v0.1.2 as released (56 of
+	// 200), on this machine.
+	t.Skip("phobos: races its own session close; fails in about a quarter of runs of yamux v0.1.2 as released")
 	client, server := testClientServer(t)
 
 	// dataSize must be large enough to ensure the server will send a window
