@@ -1,3 +1,7 @@
+// This file is hashicorp/yamux v0.1.2's, changed for phobos: streams share
+// their receive buffers (recvBufs). See PHOBOS.md here; like
+// the rest of yamux it is under the Mozilla Public License 2.0 (LICENSE).
+
 package yamux
 
 import (
@@ -35,6 +39,7 @@ type Stream struct {
 	stateLock sync.Mutex
 
 	recvBuf  *bytes.Buffer
+	recvOwn  bool // recvBuf is this stream's for good: it got a frame larger than every shared class
 	recvLock sync.Mutex
 
 	controlHdr     header
@@ -126,6 +131,9 @@ START:
 
 	// Read any bytes
 	n, _ = s.recvBuf.Read(b)
+	if s.recvBuf.Len() == 0 && !s.recvOwn && sharedRecvBufs.put(s.recvBuf) {
+		s.recvBuf = nil
+	}
 	s.recvLock.Unlock()
 
 	// Send a window update potentially
@@ -498,10 +506,25 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 		return ErrRecvWindowExceeded
 	}
 
-	if s.recvBuf == nil {
-		// Allocate the receive buffer just-in-time to fit the full data frame.
+	if int(length) > recvClasses[len(recvClasses)-1] {
+		s.recvOwn = true
+	}
+	switch {
+	case s.recvBuf == nil:
+		// Take a receive buffer just-in-time that fits the full data frame.
 		// This way we can read in the whole packet without further allocations.
-		s.recvBuf = bytes.NewBuffer(make([]byte, 0, length))
+		s.recvBuf = sharedRecvBufs.get(length)
+	case !s.recvOwn && s.recvBuf.Len() > 0 && s.recvBuf.Available() < int(length)+bytes.MinRead &&
+		s.recvBuf.Len()+int(length) <= recvClasses[len(recvClasses)-1]:
+		// The frame does not fit after what is still unread: move that to
+		// a shared buffer that holds both, rather than let this one grow
+		// into new memory (see recvBufs). Beyond the largest class the
+		// buffer grows as bytes.Buffer does, by doubling.
+		b := sharedRecvBufs.get(uint32(s.recvBuf.Len()) + length)
+		b.Write(s.recvBuf.Bytes())
+		s.recvBuf.Reset()
+		sharedRecvBufs.put(s.recvBuf)
+		s.recvBuf = b
 	}
 	copiedLength, err := io.Copy(s.recvBuf, conn)
 	if err != nil {
@@ -553,4 +576,90 @@ func (s *Stream) Shrink() {
 		s.recvBuf = nil
 	}
 	s.recvLock.Unlock()
+}
+
+// Receive buffers are shared by the streams of a process. A stream takes
+// one when a data frame arrives while it holds none, and gives it back
+// once a read empties it, so a stream with nothing unread holds no memory,
+// and a process with many streams (phobos: a head with a thousand
+// raylets' sessions) reuses a few warm buffers, the last given back first,
+// instead of keeping one per stream, each at the largest burst it ever got
+// and cold by the time its stream uses it again.
+//
+// A class's buffers hold a frame of its size and bytes.MinRead more, so
+// that reading such a frame (bytes.Buffer.ReadFrom wants MinRead free
+// before each read, the last one included) does not grow them: a full
+// window of 256 KiB, the frame a bulk stream at yamux's initial window
+// gets, fits the largest. When a frame arrives that does not fit after
+// what is still unread (frames came faster than they were read), the
+// unread bytes move to a buffer of the class that holds both, and the
+// smaller one goes back, rather than the buffer grow into new memory; one
+// that must hold more than the largest class grows by doubling, and goes
+// back in the largest class if it is not more than twice that. A stream
+// whose frames are larger than every class (a bulk stream with a window
+// above 256 KiB) gets a buffer of its own and keeps it, as upstream yamux
+// keeps every stream's, so that a long transfer reuses one buffer instead
+// of taking a new one a frame.
+//
+// Each class keeps at most recvKeep bytes of idle buffers, on a free list
+// rather than a sync.Pool: a collection empties a pool, and the next
+// frames would fault fresh memory in again.
+var recvClasses = [...]int{4 << 10, 64 << 10, 256 << 10}
+
+// recvKeep is the most bytes of idle buffers a class keeps.
+const recvKeep = 16 << 20
+
+// recvBufs holds the idle buffers of each class. The streams of a process
+// share sharedRecvBufs; tests make their own.
+type recvBufs [len(recvClasses)]struct {
+	mu   sync.Mutex
+	bufs []*bytes.Buffer
+}
+
+var sharedRecvBufs recvBufs
+
+// get returns an empty buffer that holds an n-byte frame without growing:
+// a shared one if n fits a class, else a new one, which its stream keeps
+// (Stream.recvOwn).
+func (r *recvBufs) get(n uint32) *bytes.Buffer {
+	for i, c := range recvClasses {
+		if int(n) <= c {
+			l := &r[i]
+			l.mu.Lock()
+			if k := len(l.bufs); k > 0 {
+				b := l.bufs[k-1]
+				l.bufs[k-1] = nil
+				l.bufs = l.bufs[:k-1]
+				l.mu.Unlock()
+				return b
+			}
+			l.mu.Unlock()
+			return bytes.NewBuffer(make([]byte, 0, c+bytes.MinRead))
+		}
+	}
+	return bytes.NewBuffer(make([]byte, 0, int(n)+bytes.MinRead))
+}
+
+// put takes back the emptied b and says whether it did. A buffer that grew
+// past twice the largest class (its stream's reader fell behind by that
+// much) is not taken, and its stream keeps it, as upstream yamux would;
+// one taken when its class's list is full is let go.
+func (r *recvBufs) put(b *bytes.Buffer) bool {
+	c := b.Cap()
+	if c > 2*(recvClasses[len(recvClasses)-1]+bytes.MinRead) {
+		return false
+	}
+	for i := len(recvClasses) - 1; i >= 0; i-- {
+		if c >= recvClasses[i]+bytes.MinRead {
+			b.Reset()
+			l := &r[i]
+			l.mu.Lock()
+			if len(l.bufs) < recvKeep/(recvClasses[i]+bytes.MinRead) {
+				l.bufs = append(l.bufs, b)
+			}
+			l.mu.Unlock()
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,251 @@
+// phobos's tests of its changes: the shared receive buffers (stream.go,
+// recvBufs); see PHOBOS.md. Like the rest of this package, under the
+// Mozilla Public License 2.0 (LICENSE).
+
+package yamux
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"testing"
+)
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// A buffer holds the frame it was taken for without growing: that is what
+// makes it reusable. A full 256 KiB window once did not fit the largest
+// class, and every such frame took a fresh buffer.
+func TestRecvBufHoldsItsFrame(t *testing.T) {
+	var r recvBufs
+	for _, n := range []uint32{1, 512, 4<<10 - 1, 4 << 10, 4<<10 + 1, 64 << 10, 64<<10 + 1, 256 << 10, 256<<10 + 1, 1 << 20} {
+		b := r.get(n)
+		c := b.Cap()
+		want := int(n) + bytes.MinRead
+		for _, class := range recvClasses {
+			if int(n) <= class {
+				want = class + bytes.MinRead
+				break
+			}
+		}
+		if c != want {
+			t.Errorf("get(%d): capacity %d, want %d", n, c, want)
+		}
+		// As readData reads a frame.
+		if _, err := io.Copy(b, &io.LimitedReader{R: zeros{}, N: int64(n)}); err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() != int(n) || b.Cap() != c {
+			t.Errorf("reading a %d-byte frame: length %d, capacity %d → %d; want the frame in the buffer as it was", n, b.Len(), c, b.Cap())
+		}
+	}
+}
+
+func TestRecvBufsReuseTheLastGivenBack(t *testing.T) {
+	var r recvBufs
+	b1, b2 := r.get(60<<10), r.get(64<<10)
+	b1.WriteString("stale")
+	b1.Reset()
+	if !r.put(b1) || !r.put(b2) {
+		t.Fatal("put refused a buffer of its own class")
+	}
+	if got := r.get(5 << 10); got != b2 {
+		t.Errorf("get after put b1, b2: %p, want b2 %p (the warmest)", got, b2)
+	}
+	if got := r.get(64 << 10); got != b1 || got.Len() != 0 {
+		t.Errorf("second get: %p holding %d bytes, want b1 %p, empty", got, got.Len(), b1)
+	}
+	if got := r.get(64 << 10); got == b1 || got == b2 {
+		t.Error("a buffer handed out twice")
+	}
+	// A smaller class does not get a larger class's buffer, nor the reverse.
+	if !r.put(b2) {
+		t.Fatal("put refused b2")
+	}
+	if got := r.get(100); got == b2 {
+		t.Error("a 100-byte frame got a 64 KiB buffer")
+	}
+	if got := r.get(100 << 10); got == b2 {
+		t.Error("a 100 KiB frame got a 64 KiB buffer")
+	}
+	// The frame a bulk stream gets at yamux's initial window fills it
+	// exactly: it reuses the largest class too.
+	full := r.get(256 << 10)
+	if !r.put(full) {
+		t.Fatal("put refused a buffer of the largest class")
+	}
+	if got := r.get(256 << 10); got != full {
+		t.Errorf("a full 256 KiB window's frame got %p, want the buffer given back %p", got, full)
+	}
+}
+
+func TestRecvBufsGrownBuffers(t *testing.T) {
+	var r recvBufs
+	largest := recvClasses[len(recvClasses)-1] + bytes.MinRead
+
+	grown := bytes.NewBuffer(make([]byte, 0, largest+100<<10))
+	if !r.put(grown) {
+		t.Fatal("put refused a buffer that grew less than twice the largest class")
+	}
+	if got := r.get(256 << 10); got != grown {
+		t.Errorf("a 256 KiB frame got %p, want the grown buffer %p (the largest class it holds)", got, grown)
+	}
+
+	huge := bytes.NewBuffer(make([]byte, 0, 2*largest+1))
+	if r.put(huge) {
+		t.Error("put took a buffer of more than twice the largest class; its stream should keep it")
+	}
+	if got := r.get(256 << 10); got == huge {
+		t.Error("a refused buffer was handed out")
+	}
+}
+
+func TestRecvBufsKeepAtMostRecvKeep(t *testing.T) {
+	var r recvBufs
+	keep := recvKeep / (recvClasses[0] + bytes.MinRead)
+	for range keep + 10 {
+		if !r.put(bytes.NewBuffer(make([]byte, 0, recvClasses[0]+bytes.MinRead))) {
+			t.Fatal("put refused a buffer of the smallest class")
+		}
+	}
+	if n := len(r[0].bufs); n != keep {
+		t.Errorf("the smallest class keeps %d idle buffers, want at most %d (%d bytes)", n, keep, recvKeep)
+	}
+}
+
+// testSessionPair is a client and a server session over pipes, without
+// keepalives, with both sides' stream window set to window.
+func testSessionPair(t *testing.T, window uint32) (*Session, *Session) {
+	conf := func() *Config {
+		c := DefaultConfig()
+		c.EnableKeepAlive = false
+		c.MaxStreamWindowSize = window
+		c.LogOutput = io.Discard
+		return c
+	}
+	a, b := testConnPipe(t)
+	return testClientServerConfig(t, a, b, conf(), conf())
+}
+
+// testStreamPair opens a stream from client to server.
+func testStreamPair(t *testing.T, client, server *Session) (*Stream, *Stream) {
+	out, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Close() })
+	// The server learns of the stream from its first frame.
+	if _, err := out.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := server.AcceptStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	if _, err := io.ReadFull(in, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return out, in
+}
+
+func recvState(s *Stream) (*bytes.Buffer, bool) {
+	s.recvLock.Lock()
+	defer s.recvLock.Unlock()
+	return s.recvBuf, s.recvOwn
+}
+
+// A stream that has read everything it got holds no receive buffer: with a
+// thousand sessions, a thousand idle buffers were most of a head's heap.
+func TestDrainedStreamHoldsNoBuffer(t *testing.T) {
+	client, server := testSessionPair(t, 256<<10)
+	out, in := testStreamPair(t, client, server)
+	for _, n := range []int{10, 10 << 10, 200 << 10} {
+		if _, err := out.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(in, make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		if buf, _ := recvState(in); buf != nil {
+			t.Errorf("after reading all of %d bytes the stream holds a %d-byte buffer, want none", n, buf.Cap())
+		}
+	}
+}
+
+// A stream whose frames are larger than every class (a bulk stream with a
+// big window) keeps one buffer for good, as upstream yamux does, rather
+// than take a new one a frame.
+func TestBulkStreamKeepsItsBuffer(t *testing.T) {
+	client, server := testSessionPair(t, 8<<20)
+	out, in := testStreamPair(t, client, server)
+	// One frame (both ends grant the whole window when the stream opens)
+	// of 300 KiB: larger than every class, and its buffer less than twice
+	// the largest, which the shared buffers would take back; only the
+	// stream's keeping it saves a new one for the next frame.
+	const n = 300 << 10
+	send := func() {
+		errc := make(chan error, 1)
+		go func() {
+			_, err := out.Write(make([]byte, n))
+			errc <- err
+		}()
+		if _, err := io.ReadFull(in, make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	send()
+	first, own := recvState(in)
+	if first == nil || !own {
+		t.Fatalf("after a %d-byte write with an 8 MiB window: buffer %v, own %v; want the stream to keep its own", n, first != nil, own)
+	}
+	send()
+	if again, _ := recvState(in); again != first {
+		t.Errorf("second transfer: buffer %p, want the stream's own %p again", again, first)
+	}
+}
+
+// A frame that does not fit after what a stream has still unread moves
+// both into a buffer of the class that holds them, and the smaller one
+// goes back, rather than the buffer growing into new memory.
+func TestBacklogMovesToALargerClass(t *testing.T) {
+	client, server := testSessionPair(t, 256<<10)
+	out, in := testStreamPair(t, client, server)
+	out2, in2 := testStreamPair(t, client, server)
+	const n = 3 << 10 // two fit the 64 KiB class, not the 4 KiB one
+	for range 2 {
+		if _, err := out.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The session reads frames in order: once a frame sent after them has
+	// arrived on another stream, both of the first stream's are in.
+	if _, err := out2.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(in2, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	buf, _ := recvState(in)
+	if buf == nil || buf.Len() != 2*n || buf.Cap() != recvClasses[1]+bytes.MinRead {
+		t.Fatalf("two unread %d-byte frames: buffer %v; want %d bytes in the %d KiB class (%d)", n, bufInfo(buf), 2*n, recvClasses[1]>>10, recvClasses[1]+bytes.MinRead)
+	}
+	if _, err := io.ReadFull(in, make([]byte, 2*n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func bufInfo(b *bytes.Buffer) string {
+	if b == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d bytes, capacity %d", b.Len(), b.Cap())
+}
