@@ -1,6 +1,7 @@
 // phobos's tests of its changes: the shared receive buffers (stream.go,
-// recvBufs); see PHOBOS.md. Like the rest of this package, under the
-// Mozilla Public License 2.0 (LICENSE).
+// recvBufs) and the send loop writing from the caller's memory; see
+// PHOBOS.md. Like the rest of this package, under the Mozilla Public
+// License 2.0 (LICENSE).
 
 package yamux
 
@@ -8,7 +9,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"testing"
+	"time"
 )
 
 type zeros struct{}
@@ -248,4 +251,46 @@ func bufInfo(b *bytes.Buffer) string {
 		return "none"
 	}
 	return fmt.Sprintf("%d bytes, capacity %d", b.Len(), b.Cap())
+}
+
+// The send loop writes a body from the caller's memory and holds the
+// caller's lock meanwhile, so a write stuck in the conn must not hold a
+// caller that gave up for longer than its deadline: the write fails at it,
+// the caller returns, and the session closes, as with a dead peer.
+func TestStuckBodyWriteEndsTheSession(t *testing.T) {
+	local, peer := net.Pipe() // synchronous, and takes deadlines
+	t.Cleanup(func() { local.Close(); peer.Close() })
+	conf := DefaultConfig()
+	conf.EnableKeepAlive = false
+	conf.ConnectionWriteTimeout = 100 * time.Millisecond
+	conf.LogOutput = io.Discard
+	client, err := Client(local, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+
+	// The peer reads the stream's opening and the data frame's header,
+	// then stops: the body's write blocks in the conn.
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(peer, make([]byte, 2*headerSize))
+		read <- err
+	}()
+	stream, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 64<<10)
+	if _, err := stream.Write(body); err == nil {
+		t.Fatal("a write no one reads succeeded")
+	}
+	if err := <-read; err != nil {
+		t.Fatalf("peer reading the headers: %v", err)
+	}
+	select {
+	case <-client.CloseChan():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session is still open 10 s after its body write got stuck; want it closed at the write's deadline")
+	}
 }

@@ -1,12 +1,12 @@
-// This file is hashicorp/yamux v0.1.2's, changed for phobos: io/ioutil gave
-// way to io. Like the rest of yamux it is under the Mozilla Public License
-// 2.0 (LICENSE).
+// This file is hashicorp/yamux v0.1.2's, changed for phobos: the send loop
+// writes a body from the caller's memory (sendLoop), and io/ioutil gave way
+// to io. See PHOBOS.md here; like the rest of yamux it is under the Mozilla
+// Public License 2.0 (LICENSE).
 
 package yamux
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -426,7 +426,7 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 		defer ready.mu.Unlock()
 
 		if ready.Body == nil {
-			return // Body was already copied in `send`.
+			return // Body was already written in `send`.
 		}
 		newBody := make([]byte, len(body))
 		copy(newBody, body)
@@ -480,15 +480,37 @@ func (s *Session) send() {
 
 func (s *Session) sendLoop() error {
 	defer close(s.sendDoneCh)
-	var bodyBuf bytes.Buffer
+	// phobos: the body is written from the caller's memory, not copied into
+	// a buffer of the session's own first (with many sessions those buffers
+	// were cold, and the copy a good part of a frame's cost). The caller may
+	// not reuse that memory until the write is done, so the loop holds
+	// ready.mu while it writes: a caller that gives up (write timeout,
+	// shutdown) takes the lock before it returns. So that it waits a
+	// bounded time, every write has a deadline of at least half
+	// ConnectionWriteTimeout ahead when the conn takes deadlines; a write
+	// that misses it ends the session, as a stuck connection would.
+	dl, _ := s.conn.(interface{ SetWriteDeadline(time.Time) error })
+	var deadline time.Time
+	arm := func() error {
+		if dl == nil {
+			return nil
+		}
+		now := time.Now()
+		if now.Add(s.config.ConnectionWriteTimeout / 2).Before(deadline) {
+			return nil
+		}
+		deadline = now.Add(s.config.ConnectionWriteTimeout)
+		return dl.SetWriteDeadline(deadline)
+	}
 	for {
-		bodyBuf.Reset()
-
 		select {
 		case ready := <-s.sendCh:
 			// Send a header if ready
 			if ready.Hdr != nil {
-				_, err := s.conn.Write(ready.Hdr)
+				err := arm()
+				if err == nil {
+					_, err = s.conn.Write(ready.Hdr)
+				}
 				if err != nil {
 					s.logger.Printf("[ERR] yamux: Failed to write header: %v", err)
 					asyncSendErr(ready.Err, err)
@@ -498,28 +520,20 @@ func (s *Session) sendLoop() error {
 
 			ready.mu.Lock()
 			if ready.Body != nil {
-				// Copy the body into the buffer to avoid
-				// holding a mutex lock during the write.
-				_, err := bodyBuf.Write(ready.Body)
-				if err != nil {
-					ready.Body = nil
-					ready.mu.Unlock()
-					s.logger.Printf("[ERR] yamux: Failed to copy body into buffer: %v", err)
-					asyncSendErr(ready.Err, err)
-					return err
+				// Send data from a body if given
+				err := arm()
+				if err == nil {
+					_, err = s.conn.Write(ready.Body)
 				}
 				ready.Body = nil
-			}
-			ready.mu.Unlock()
-
-			if bodyBuf.Len() > 0 {
-				// Send data from a body if given
-				_, err := s.conn.Write(bodyBuf.Bytes())
+				ready.mu.Unlock()
 				if err != nil {
 					s.logger.Printf("[ERR] yamux: Failed to write body: %v", err)
 					asyncSendErr(ready.Err, err)
 					return err
 				}
+			} else {
+				ready.mu.Unlock()
 			}
 
 			// No error, successful send
