@@ -35,7 +35,7 @@ func newHeadCmd() *cobra.Command {
 	d := hd.Raft
 	hb := fs.Duration("raft-heartbeat", d.HeartbeatTimeout, "Raft heartbeat timeout: a follower that hears nothing this long starts an election (LAN default; 100ms suits loopback)")
 	el := fs.Duration("raft-election", d.ElectionTimeout, "Raft election timeout (LAN default; 100ms suits loopback)")
-	lease := fs.Duration("raft-lease", d.LeaderLeaseTimeout, "Raft leader lease timeout, at most the heartbeat timeout (50ms suits loopback)")
+	lease := fs.Duration("raft-lease", d.LeaderLeaseTimeout, "Raft leader lease timeout, from a fifth of the heartbeat timeout to all of it (50ms suits loopback)")
 	commit := fs.Duration("raft-commit-timeout", d.CommitTimeout, "longest delay before followers learn the commit index when the leader is idle")
 	interval := fs.Duration("raft-heartbeat-every", 0, "how often the leader sends its followers a heartbeat, all at once; followers keep --raft-heartbeat (default: 3/10 of --raft-heartbeat or of --raft-lease, whichever is less, and at least a tenth of --raft-heartbeat; at most half of either)")
 	maxAppend := fs.Int("raft-max-append-entries", d.MaxAppendEntries, "most log entries per replication message and per state-machine batch (at most 1024)")

@@ -48,6 +48,7 @@ func TestHeadRaftErrorNamesTheFlag(t *testing.T) {
 	}{
 		{[]string{"--raft-heartbeat-every", "1s"}, "--raft-heartbeat-every 1s: set it from 50ms to 250ms (a tenth to half of --raft-heartbeat 500ms, and at most half of --raft-lease 500ms)"},
 		{[]string{"--raft-heartbeat", "1s", "--raft-lease", "2s"}, "--raft-lease 2s is more than --raft-heartbeat 1s: set --raft-lease at most --raft-heartbeat"},
+		{[]string{"--raft-heartbeat", "1s", "--raft-election", "1s", "--raft-lease", "100ms"}, "--raft-lease 100ms is under a fifth of --raft-heartbeat 1s: the leader beats its followers every tenth of that at the least, and a lease must span two beats; set --raft-lease to at least 200ms"},
 		{[]string{"--raft-election", "100ms"}, "--raft-election 100ms is less than --raft-heartbeat 500ms: set --raft-election at least --raft-heartbeat"},
 		{[]string{"--raft-commit-timeout", "100us"}, "--raft-commit-timeout 100µs is below 1ms, the least raft accepts: set --raft-commit-timeout to at least 1ms"},
 		{[]string{"--peers", "h1=127.0.0.1:1"}, `--peers gives head "h1" address "127.0.0.1:1" but it is reached at`},

@@ -59,7 +59,10 @@ func TestConfigErrorsNameSettings(t *testing.T) {
 			"HeartbeatInterval", []string{"HeartbeatTimeout", "LeaderLeaseTimeout"}},
 		{"no beat fits the lease", func(c *Config) {
 			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.HeartbeatInterval = time.Second, time.Second, 100*ms, 30*ms
-		}, "HeartbeatInterval", []string{"HeartbeatTimeout", "LeaderLeaseTimeout"}},
+		}, "LeaderLeaseTimeout", []string{"HeartbeatTimeout"}},
+		{"lease under two default beats", func(c *Config) {
+			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 100*ms
+		}, "LeaderLeaseTimeout", []string{"HeartbeatTimeout"}},
 		{"address not the transport's", func(c *Config) { c.Addr = "10.0.0.1:7" }, "Addr", []string{"Transport"}},
 		{"bootstrap with another address", func(c *Config) { c.Bootstrap = []Server{{"a", "10.0.0.1:7"}} }, "Bootstrap", []string{"Addr"}},
 		{"bootstrap without self", func(c *Config) { c.Bootstrap = []Server{{"b", "10.0.0.1:7"}} }, "Bootstrap", nil},

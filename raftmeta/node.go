@@ -435,11 +435,14 @@ func (c Config) validate(explicitInterval bool) error {
 	if c.ElectionTimeout < hb {
 		return bad("%s %v is less than %s %v: set %[1]s at least %[3]s", name("ElectionTimeout"), c.ElectionTimeout, name("HeartbeatTimeout"), hb)
 	}
+	if hb/10 > lease/2 {
+		// The leader's beat is at least a tenth of the heartbeat timeout
+		// (defaulted or set), and the lease must hold two beats, or the
+		// leader steps down whenever one answer is late.
+		return bad("%s %v is under a fifth of %s %v: the leader beats its followers every tenth of that at the least, and a lease must span two beats; set %[1]s to at least %[5]v",
+			name("LeaderLeaseTimeout"), lease, name("HeartbeatTimeout"), hb, hb/5)
+	}
 	if iv := c.HeartbeatInterval; explicitInterval && (iv < hb/10 || iv > hb/2 || 2*iv > lease) {
-		if hb/10 > lease/2 {
-			return bad("%s %v: no interval is both at least a tenth of %s %v and at most half of %s %v; raise %[5]s to at least %[7]v or leave %[1]s unset",
-				name("HeartbeatInterval"), iv, name("HeartbeatTimeout"), hb, name("LeaderLeaseTimeout"), lease, hb/5)
-		}
 		return bad("%s %v: set it from %v to %v (a tenth to half of %s %v, and at most half of %s %v)",
 			name("HeartbeatInterval"), iv, hb/10, min(hb, lease)/2, name("HeartbeatTimeout"), hb, name("LeaderLeaseTimeout"), lease)
 	}
