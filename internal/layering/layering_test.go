@@ -29,7 +29,7 @@ type layer struct {
 
 // layers is the house's shape, bottom up.
 var layers = []layer{
-	{0, "base helpers", []string{"internal/codec", "internal/ctxutil", "internal/backoff", "internal/buildinfo"}, nil},
+	{0, "base helpers", []string{"internal/codec", "internal/ctxutil", "internal/backoff", "internal/buildinfo", "internal/yamux"}, nil},
 	{1, "vocabulary", []string{"dag"}, nil},
 	// The transport knows nothing of phobos's vocabulary: its error codes
 	// mirror dag's kinds by number instead (transport/errors.go).
