@@ -486,9 +486,11 @@ func (s *Session) sendLoop() error {
 	// not reuse that memory until the write is done, so the loop holds
 	// ready.mu while it writes: a caller that gives up (write timeout,
 	// shutdown) takes the lock before it returns. So that it waits a
-	// bounded time, every write has a deadline of at least half
-	// ConnectionWriteTimeout ahead when the conn takes deadlines; a write
-	// that misses it ends the session, as a stuck connection would.
+	// bounded time, every write to a conn that takes deadlines has one at
+	// least ConnectionWriteTimeout ahead and at most twice that (re-armed
+	// only when less is left, not per write): no write is cut short before
+	// its caller's own timer would have given up on it, and one stuck past
+	// that ends the session, as a dead connection would.
 	dl, _ := s.conn.(interface{ SetWriteDeadline(time.Time) error })
 	var deadline time.Time
 	arm := func() error {
@@ -496,10 +498,10 @@ func (s *Session) sendLoop() error {
 			return nil
 		}
 		now := time.Now()
-		if now.Add(s.config.ConnectionWriteTimeout / 2).Before(deadline) {
+		if now.Add(s.config.ConnectionWriteTimeout).Before(deadline) {
 			return nil
 		}
-		deadline = now.Add(s.config.ConnectionWriteTimeout)
+		deadline = now.Add(2 * s.config.ConnectionWriteTimeout)
 		return dl.SetWriteDeadline(deadline)
 	}
 	for {
