@@ -87,7 +87,13 @@ type frameReader struct {
 }
 
 const (
-	readBufferSize = 32 << 10
+	// readBufferSize is a session's read buffer: enough for a run of small
+	// frames (heartbeats, short pulls) in one read from the stream; most of
+	// a body larger than it is read straight into the body's buffer, past
+	// this one (bufio reads past an empty buffer for a larger read).
+	// It was 32 KiB; at 1,000 raylets that was 64 MB of the simulated
+	// bench's memory (both ends), for no rate (docs/performance.md).
+	readBufferSize = 4 << 10
 	keepBodyBuffer = 4 << 10 // small bodies reuse fr.buf; larger ones come from the frame pools
 )
 
