@@ -416,14 +416,16 @@ func (s *Session) checkSize(b *bytes.Buffer, what string, m Method) error {
 }
 
 // writePiece is the most of a frame handed to yamux in one write, and so
-// the largest data frame yamux sends for it. yamux copies each data frame
-// whole through per-session memory on both ends (its send loop's buffer,
-// the stream's receive buffer) and tells the reader only once the whole
-// frame is in; a frame of a thousand specs (120 KB) went through 120 KB of
+// the largest data frame yamux sends for it. yamux reads each data frame
+// whole into a receive buffer and tells the reader only once the whole
+// frame is in (and, as released, also copied it through its send loop's
+// buffer); a frame of a thousand specs (120 KB) went through 120 KB of
 // each, which with a thousand raylets the caches no longer held. In pieces,
 // the second reuses what the first just warmed and the reader starts on the
 // first while the next arrives. 64 KiB measured best of 16 KiB to 128 KiB
-// (docs/performance.md, "Where a thousand raylets cost more").
+// (docs/performance.md, "Where a thousand raylets cost more"), with yamux
+// as released; internal/yamux now shares receive buffers of 64 KiB and
+// 256 KiB classes, so a 64 KiB piece fills one exactly.
 const writePiece = 64 << 10
 
 // writeFrame fills in b's header and writes the frame whole, in pieces of
