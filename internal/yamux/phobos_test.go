@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -292,5 +293,81 @@ func TestStuckBodyWriteEndsTheSession(t *testing.T) {
 	case <-client.CloseChan():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the session is still open 10 s after its body write got stuck; want it closed at the write's deadline")
+	}
+}
+
+// Streams that share receive buffers still each read exactly the bytes
+// their peer wrote: writes of every size around the classes (a byte to
+// more than the largest), read back in reads of other sizes, so that
+// backlogs build up, move between classes, grow past them and drain, on
+// several streams at once. Every other stream's reader starts only after
+// its writer's first six frames, which then wait unread (they fit the
+// window), so that those streams' backlogs surely move between classes.
+func TestSharedBuffersKeepEveryStreamsBytes(t *testing.T) {
+	client, server := testSessionPair(t, 1<<20)
+	const streams = 6
+	sizes := []int{1, 100, 4<<10 - 1, 4 << 10, 4<<10 + 1, 60 << 10, 64 << 10, 64<<10 + 1, 200 << 10, 256 << 10, 256<<10 + 1, 300 << 10}
+	reads := []int{1, 7, 512, 4 << 10, 33 << 10, 128 << 10}
+	// The bytes stream i sends: position p holds byte(p*31 + i*7 + p>>8).
+	pattern := func(i, p int) byte { return byte(p*31 + i*7 + p>>8) }
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	errc := make(chan error, 2*streams)
+	for i := range streams {
+		out, in := testStreamPair(t, client, server)
+		backlog := make(chan struct{})
+		started := sync.OnceFunc(func() { close(backlog) })
+		go func() {
+			defer started() // also when a write fails, so the reader does not wait for good
+			p := 0
+			for k := range sizes {
+				if k == 6 {
+					started()
+				}
+				n := sizes[(k+i)%len(sizes)]
+				b := make([]byte, n)
+				for j := range b {
+					b[j] = pattern(i, p+j)
+				}
+				if _, err := out.Write(b); err != nil {
+					errc <- fmt.Errorf("stream %d, write of %d bytes: %w", i, n, err)
+					return
+				}
+				p += n
+			}
+			errc <- nil
+		}()
+		go func() {
+			if i%2 == 0 {
+				<-backlog
+			}
+			p := 0
+			for k := 0; p < total; k++ {
+				n := reads[(k+i)%len(reads)]
+				if n > total-p {
+					n = total - p // yamux's own min takes uint32s
+				}
+				b := make([]byte, n)
+				if _, err := io.ReadFull(in, b); err != nil {
+					errc <- fmt.Errorf("stream %d, read at %d: %w", i, p, err)
+					return
+				}
+				for j, c := range b {
+					if want := pattern(i, p+j); c != want {
+						errc <- fmt.Errorf("stream %d, byte %d: %d, want %d", i, p+j, c, want)
+						return
+					}
+				}
+				p += len(b)
+			}
+			errc <- nil
+		}()
+	}
+	for range 2 * streams {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
