@@ -264,6 +264,9 @@ func TestStuckBodyWriteEndsTheSession(t *testing.T) {
 	conf := DefaultConfig()
 	conf.EnableKeepAlive = false
 	conf.ConnectionWriteTimeout = 100 * time.Millisecond
+	// The peer never acknowledges the stream; yamux would close the session
+	// for that after StreamOpenTimeout, which would free the write too.
+	conf.StreamOpenTimeout = 0
 	conf.LogOutput = io.Discard
 	client, err := Client(local, conf)
 	if err != nil {
@@ -283,8 +286,18 @@ func TestStuckBodyWriteEndsTheSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := make([]byte, 64<<10)
-	if _, err := stream.Write(body); err == nil {
-		t.Fatal("a write no one reads succeeded")
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := stream.Write(body)
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err == nil {
+			t.Fatal("a write no one reads succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a body write stuck in the conn held its caller for 10 s; want it let go at the write's deadline (200ms here)")
 	}
 	if err := <-read; err != nil {
 		t.Fatalf("peer reading the headers: %v", err)
