@@ -486,11 +486,11 @@ func (s *Session) sendLoop() error {
 	// not reuse that memory until the write is done, so the loop holds
 	// ready.mu while it writes: a caller that gives up (write timeout,
 	// shutdown) takes the lock before it returns. So that it waits a
-	// bounded time, every write to a conn that takes deadlines has one at
-	// least ConnectionWriteTimeout ahead and at most twice that (re-armed
-	// only when less is left, not per write): no write is cut short before
-	// its caller's own timer would have given up on it, and one stuck past
-	// that ends the session, as a dead connection would.
+	// bounded time, every frame's writes to a conn that takes deadlines
+	// have one at least ConnectionWriteTimeout after they start and at most
+	// twice that (re-armed only when less is left, not per frame): no write
+	// is cut short before its caller's own timer would have given up on it,
+	// and one stuck past that ends the session, as a dead connection would.
 	dl, _ := s.conn.(interface{ SetWriteDeadline(time.Time) error })
 	var deadline time.Time
 	arm := func() error {
@@ -507,12 +507,17 @@ func (s *Session) sendLoop() error {
 	for {
 		select {
 		case ready := <-s.sendCh:
+			// One deadline for the frame's header and body: the caller's
+			// timer started before the header's write, so the body still
+			// has at least its caller's time.
+			if err := arm(); err != nil {
+				s.logger.Printf("[ERR] yamux: Failed to set the write deadline: %v", err)
+				asyncSendErr(ready.Err, err)
+				return err
+			}
 			// Send a header if ready
 			if ready.Hdr != nil {
-				err := arm()
-				if err == nil {
-					_, err = s.conn.Write(ready.Hdr)
-				}
+				_, err := s.conn.Write(ready.Hdr)
 				if err != nil {
 					s.logger.Printf("[ERR] yamux: Failed to write header: %v", err)
 					asyncSendErr(ready.Err, err)
@@ -523,10 +528,7 @@ func (s *Session) sendLoop() error {
 			ready.mu.Lock()
 			if ready.Body != nil {
 				// Send data from a body if given
-				err := arm()
-				if err == nil {
-					_, err = s.conn.Write(ready.Body)
-				}
+				_, err := s.conn.Write(ready.Body)
 				ready.Body = nil
 				ready.mu.Unlock()
 				if err != nil {
