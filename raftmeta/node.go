@@ -196,6 +196,10 @@ type Node struct {
 	fsm   *FSM
 	trans raft.Transport
 	store *diskStore // nil with Config.Storage
+	// handlers tracks the raft connections the transport accepted, so
+	// Shutdown closes the store only once their handlers have returned
+	// (nil with Config.Transport).
+	handlers *handlerLayer
 
 	// pace is raft's heartbeat timing while this head leads ([1]) and
 	// while it does not ([0]); see Config.HeartbeatInterval.
@@ -289,15 +293,19 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmeta: open %s: log cache: %w", cfg.ID, err)
 	}
-	var trans raft.Transport
+	var (
+		trans    raft.Transport
+		handlers *handlerLayer
+	)
 	if cfg.Transport != nil {
 		if layer != nil {
 			layer.Close() // not used; closers stays as is: Close is idempotent
 		}
 		trans = serial(cfg.Transport)
 	} else {
+		handlers = newHandlerLayer(layer)
 		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  layer,
+			Stream:  handlers,
 			MaxPool: 3,
 			Timeout: 10 * time.Second,
 			// No pipelined replication: raft v1.7's pipeline can deadlock
@@ -314,15 +322,16 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	}
 
 	n := &Node{
-		id:      cfg.ID,
-		addr:    addr,
-		log:     cfg.Logger,
-		fsm:     NewFSM(cfg.DedupeWindow, cfg.Logger),
-		trans:   trans,
-		store:   store,
-		notify:  make(chan bool, 16),
-		stopFan: make(chan struct{}),
-		fanDone: make(chan struct{}),
+		id:       cfg.ID,
+		addr:     addr,
+		log:      cfg.Logger,
+		fsm:      NewFSM(cfg.DedupeWindow, cfg.Logger),
+		trans:    trans,
+		store:    store,
+		handlers: handlers,
+		notify:   make(chan bool, 16),
+		stopFan:  make(chan struct{}),
+		fanDone:  make(chan struct{}),
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -614,6 +623,10 @@ func (n *Node) LeaderCh() <-chan bool {
 	return ch
 }
 
+// handlerDrainWait bounds each of Shutdown's two waits for raft's
+// connection handlers (see handlerLayer.drain).
+const handlerDrainWait = 5 * time.Second
+
 // Shutdown stops raft, closes the stream layer and the store, and closes
 // every LeaderCh channel. It is safe to call more than once; later calls
 // return the first call's result. Writes in flight fail with
@@ -635,6 +648,14 @@ func (n *Node) Shutdown() error {
 		var terr, serr error
 		if c, ok := n.trans.(raft.WithClose); ok {
 			terr = c.Close()
+		}
+		// The transport's Close stops accepting but leaves the handlers
+		// of accepted connections running, and a heartbeat among them
+		// may still write the term: the store closes after they return.
+		if n.handlers != nil {
+			if left := n.handlers.drain(handlerDrainWait); left > 0 {
+				n.log.Warn("raft connection handlers still running at shutdown; closing the store under them", "node", n.id, "handlers", left)
+			}
 		}
 		if n.store != nil {
 			serr = n.store.Close()
