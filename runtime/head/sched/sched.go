@@ -223,6 +223,7 @@ type stage struct {
 	copies     map[int32][]Raylet // subtask -> other raylets holding its outputs
 	failedOn   map[int32][]Raylet // subtask -> raylets an attempt of it failed on
 	excused    map[int32]uint8    // subtask -> failed attempts not counted against its retries
+	rebuilt    map[int32]bool     // subtasks this leader ran again to rebuild lost or freed outputs
 	size       []int64            // per chunk: stored bytes of exported chunks
 	result     []bool             // per chunk: a result of the job
 	done       int                // subtasks finished or freed
@@ -966,9 +967,13 @@ func (s *scheduler) Complete(r Raylet, c *wire.Completion) *schedEffects {
 		}
 		return fx
 	}
-	if (j.state[i] == Unscheduled || j.state[i] == Ready) && !c.Failed() && s.raylets[r].alive {
+	if (j.state[i] == Unscheduled || j.state[i] == Ready) && !c.Failed() && s.raylets[r].alive && !j.rebuilt[i] {
 		// Work a previous leader dispatched: the outputs exist on r, so keep
-		// them rather than run the subtask again.
+		// them rather than run the subtask again. Not for a subtask being
+		// rebuilt: a completion of it now is one sent again (a raylet
+		// resends the completions of a pull or report it took for failed,
+		// which the head may have had), and the outputs it names were
+		// freed or lost, which is why it is rebuilt.
 		if j.state[i] == Ready {
 			j.where[i] = NoRaylet // its queue entry is now stale
 		}
@@ -1477,6 +1482,21 @@ func (s *scheduler) needed(j *stage, i int32) bool {
 // rebuild makes a finished subtask whose outputs were lost run again,
 // first rebuilding any input that is gone too.
 func (s *scheduler) rebuild(j *stage, i int32) {
+	if j.rebuilt == nil {
+		j.rebuilt = make(map[int32]bool)
+	}
+	j.rebuilt[i] = true
+	// A new attempt number, so that a completion of the run that made
+	// the lost outputs, sent again, cannot pass for the rebuild's (it
+	// would if the rebuild ran on the same raylet). Like an attempt whose
+	// input was lost, it does not count against the subtask's retries.
+	j.attempts[i]++
+	if j.excused[i] < maxExcused {
+		if j.excused == nil {
+			j.excused = make(map[int32]uint8)
+		}
+		j.excused[i]++
+	}
 	if j.status == dag.JobSucceeded {
 		j.status = dag.JobRunning // a result was lost; the job runs again until it is rebuilt
 	}
