@@ -1489,7 +1489,8 @@ func (s *scheduler) rebuild(j *stage, i int32) {
 	// A new attempt number, so that a completion of the run that made
 	// the lost outputs, sent again, cannot pass for the rebuild's (it
 	// would if the rebuild ran on the same raylet). Like an attempt whose
-	// input was lost, it does not count against the subtask's retries.
+	// input was lost, it does not count against the subtask's retries
+	// (up to maxExcused such attempts).
 	j.attempts[i]++
 	if j.excused[i] < maxExcused {
 		if j.excused == nil {
