@@ -47,6 +47,18 @@ type envelope struct {
 type result struct {
 	val any
 	err error
+	// after, when set, holds messages for the caller's raylet that must be
+	// written before this reply: the handler waits for message seq.
+	after *outbox
+	seq   uint64
+}
+
+// waitAfter returns once the messages the reply must follow are sent.
+func (r result) waitAfter(ctx context.Context) error {
+	if r.after == nil {
+		return nil
+	}
+	return r.after.wait(ctx, r.seq)
 }
 
 // envelopes are reused by pulls, the calls that come all the time.
@@ -67,6 +79,9 @@ type leadership struct {
 	// replyBuf is where pull replies are encoded before they are copied
 	// into frame buffers of the sizes they need (transport.EncodeVia).
 	replyBuf []byte
+	// out is each raylet's outbox (by sched.Raylet), for its session.
+	out  []*outbox
+	msgs []outMsg // a step's messages for one raylet, reused
 }
 
 // run is the event loop.
@@ -181,6 +196,39 @@ func (s *Server) step(ev sched.Event) {
 func (s *Server) carryOut(fx *sched.Effects) {
 	l := s.lead
 	l.resume = fx.Resume
+	// Messages first, each raylet's in its outbox, then the pull replies,
+	// each waiting for the messages made for its raylet before it: a free
+	// this step (or an earlier one) reaches the raylet before work a reply
+	// hands out, which may make the freed object again (see outbox).
+	//
+	// A job's release is recorded in Raft, and its caller answered, once
+	// the frees it made were handed to the raylets' sessions: a driver
+	// that releases job after job waits for each one's frees instead of
+	// piling them up in this head, and once Release returns the head
+	// holds nothing of the job.
+	release := slices.ContainsFunc(fx.Commits, isRelease)
+	var marks []mark
+	for _, r := range fx.Told {
+		msgs := l.msgs[:0]
+		// Bounded batches, each its own copy: the frees of a big job's
+		// release (ten million IDs, 160 MB) go as the raylet's session
+		// takes them, each batch let go once sent, and no message
+		// outgrows a raylet's max frame (one list of a million IDs did).
+		for ids := fx.Free[r]; len(ids) > 0; {
+			k := min(len(ids), maxFreeBatch)
+			msgs = append(msgs, outMsg{wire.MethodFreeObjects, wire.FreeObjects{IDs: append([]dag.ObjectID(nil), ids[:k]...)}})
+			ids = ids[k:]
+		}
+		if ids := fx.Interrupt[r]; len(ids) > 0 {
+			msgs = append(msgs, outMsg{wire.MethodCancelSubtasks, wire.CancelSubtasks{IDs: append([]dag.SubtaskID(nil), ids...)}})
+		}
+		marks = s.queueMsgs(marks, r, msgs, release)
+		clear(msgs)
+		l.msgs = msgs[:0]
+	}
+	for _, p := range fx.PeerLost {
+		marks = s.queueMsgs(marks, p.To, []outMsg{{wire.MethodPeerLost, wire.PeerLost{ID: p.ID, Addr: p.Addr}}}, release)
+	}
 	for i := range fx.Pulls {
 		p := &fx.Pulls[i]
 		// The specs share the machine's buffers: encode them now, into
@@ -193,44 +241,25 @@ func (s *Server) carryOut(fx *sched.Effects) {
 		// size, as before that, costs the loop more than the copy.)
 		e, err := transport.EncodeVia(wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More}, &l.replyBuf)
 		if err != nil {
-			s.deliver(p.Call, nil, dag.Errorf(dag.KindInternal, "encode pull reply: %w", err))
+			s.deliver(p.Call, result{err: dag.Errorf(dag.KindInternal, "encode pull reply: %w", err)})
 			continue
 		}
-		if !s.deliver(p.Call, e, nil) {
+		res := result{val: e}
+		if ob := s.outboxOf(p.Raylet, false); ob != nil {
+			if seq := ob.pending(); seq != 0 {
+				res.after, res.seq = ob, seq
+			}
+		}
+		if !s.deliver(p.Call, res) {
 			e.Discard()
 		}
 	}
 	for _, r := range fx.Replies {
-		s.deliver(r.Call, r.Value, r.Err)
+		s.deliver(r.Call, result{val: r.Value, err: r.Err})
 	}
-	var out []outMsg
-	for _, r := range fx.Told {
-		// Bounded batches, each its own copy: the frees of a big job's
-		// release (ten million IDs, 160 MB) go as the raylet's session
-		// takes them, each batch let go once sent, and no message
-		// outgrows a raylet's max frame (one list of a million IDs did).
-		for ids := fx.Free[r]; len(ids) > 0; {
-			k := min(len(ids), maxFreeBatch)
-			out = s.appendMsg(out, r, wire.MethodFreeObjects, wire.FreeObjects{IDs: append([]dag.ObjectID(nil), ids[:k]...)})
-			ids = ids[k:]
-		}
-	}
-	for _, r := range fx.Told {
-		if ids := fx.Interrupt[r]; len(ids) > 0 {
-			out = s.appendMsg(out, r, wire.MethodCancelSubtasks, wire.CancelSubtasks{IDs: append([]dag.SubtaskID(nil), ids...)})
-		}
-	}
-	for _, p := range fx.PeerLost {
-		out = s.appendMsg(out, p.To, wire.MethodPeerLost, wire.PeerLost{ID: p.ID, Addr: p.Addr})
-	}
-	// A job's release is recorded in Raft, and its caller answered, once
-	// the frees it made were handed to the raylets' sessions: a driver
-	// that releases job after job waits for each one's frees instead of
-	// piling them up in this head, and once Release returns the head
-	// holds nothing of the job.
-	var after []sched.Commit
 	commits := fx.Commits
-	if len(out) > 0 && slices.ContainsFunc(commits, isRelease) {
+	if len(marks) > 0 && release {
+		var after []sched.Commit
 		commits = nil
 		for _, c := range fx.Commits {
 			if isRelease(c) {
@@ -239,10 +268,8 @@ func (s *Server) carryOut(fx *sched.Effects) {
 				commits = append(commits, c)
 			}
 		}
-	}
-	if len(out) > 0 {
 		s.wg.Add(1)
-		go s.send(l, out, after)
+		go s.commitAfter(l, marks, after)
 	}
 	for _, sess := range fx.Disconnect {
 		go sess.(*transport.Session).Close()
@@ -275,29 +302,71 @@ func (s *Server) carryOut(fx *sched.Effects) {
 }
 
 // deliver answers an open call; false if no call waits for the answer.
-func (s *Server) deliver(c sched.Call, v any, err error) bool {
+func (s *Server) deliver(c sched.Call, res result) bool {
 	env, ok := s.lead.pending[c]
 	if !ok {
 		return false
 	}
 	delete(s.lead.pending, c)
-	env.reply <- result{val: v, err: err}
+	env.reply <- res
 	return true
 }
 
 // outMsg is a one-way message for a raylet.
 type outMsg struct {
-	sess *transport.Session
-	m    transport.Method
-	msg  any
+	m   transport.Method
+	msg any
 }
 
-func (s *Server) appendMsg(out []outMsg, r sched.Raylet, m transport.Method, msg any) []outMsg {
-	sess, _ := s.lead.m.Session(r).(*transport.Session)
-	if sess == nil {
-		return out
+// mark is a message an outbox was given: what waits for it to be sent
+// waits for sent >= seq.
+type mark struct {
+	ob  *outbox
+	seq uint64
+}
+
+// queueMsgs queues one raylet's messages of a step in its outbox, and when
+// keep says so adds a mark for the last of them to marks.
+func (s *Server) queueMsgs(marks []mark, r sched.Raylet, msgs []outMsg, keep bool) []mark {
+	if len(msgs) == 0 {
+		return marks
 	}
-	return append(out, outMsg{sess, m, msg})
+	ob := s.outboxOf(r, true)
+	if ob == nil {
+		return marks
+	}
+	seq := ob.put(msgs...)
+	if keep {
+		marks = append(marks, mark{ob, seq})
+	}
+	return marks
+}
+
+// outboxOf returns raylet r's outbox for its current session, made if
+// create says so (nil: r has no session, or no outbox and create is
+// false).
+// A raylet that registered again gets a new one: its old session's
+// messages have nothing to keep order with.
+func (s *Server) outboxOf(r sched.Raylet, create bool) *outbox {
+	l := s.lead
+	sess, _ := l.m.Session(r).(sender)
+	if sess == nil {
+		return nil
+	}
+	if int(r) < len(l.out) {
+		if ob := l.out[r]; ob != nil && ob.sess == sess {
+			return ob
+		}
+	}
+	if !create {
+		return nil
+	}
+	if int(r) >= len(l.out) {
+		l.out = slices.Grow(l.out, int(r)+1-len(l.out))[:int(r)+1]
+	}
+	ob := newOutbox(s, sess)
+	l.out[r] = ob
+	return ob
 }
 
 func isRelease(c sched.Commit) bool {
@@ -309,18 +378,15 @@ func isRelease(c sched.Commit) bool {
 // each: 128 KiB, far below any raylet's max frame).
 const maxFreeBatch = 8192
 
-// send hands messages to raylets' sessions, off the loop (a slow raylet
-// must not hold everyone up), letting go of each once sent, then starts
-// the commits that waited for them. A session that does not take a
-// message fails it within its write timeout, so they wait that long at
-// most.
-func (s *Server) send(l *leadership, out []outMsg, then []sched.Commit) {
+// commitAfter starts the commits that waited for messages to be sent (a
+// session that does not take a message fails it within its write timeout,
+// so they wait that long at most).
+func (s *Server) commitAfter(l *leadership, marks []mark, then []sched.Commit) {
 	defer s.wg.Done()
-	for i, o := range out {
-		if err := o.sess.Send(o.m, o.msg); err != nil {
-			s.log.Debug("send to raylet", "raylet", o.sess.RemoteID(), "method", wire.Name(o.m), "err", err)
+	for _, m := range marks {
+		if m.ob.wait(l.ctx, m.seq) != nil {
+			return // the leadership ended: its commits with it
 		}
-		out[i] = outMsg{}
 	}
 	for _, c := range then {
 		s.wg.Add(1)

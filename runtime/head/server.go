@@ -571,6 +571,14 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, b transport.
 		if r.err != nil {
 			return nil, fmt.Errorf("raylet %s: %w", sess.RemoteID(), r.err)
 		}
+		// Messages the loop made for this raylet before the reply (frees
+		// above all) go first: see outbox.
+		if err := r.waitAfter(ctx); err != nil {
+			if e, ok := r.val.(*transport.Encoded); ok {
+				e.Discard()
+			}
+			return nil, dag.Errorf(dag.KindUnavailable, "raylet %s: pull reply: %w", sess.RemoteID(), err)
+		}
 		return r.val, nil
 	case <-sess.Done():
 		return nil, sess.Err() // the envelope may still be answered: not reused
