@@ -388,13 +388,22 @@ func (c *Conn) Call(ctx context.Context, m transport.Method, req, resp any) erro
 // CallFrom is Call, also returning the session the last try went on (nil
 // if none was found): the one that answered, when err is nil.
 func (c *Conn) CallFrom(ctx context.Context, m transport.Method, req, resp any) (*transport.Session, error) {
+	return c.CallEach(ctx, m, func(*transport.Session, int) any { return req }, resp)
+}
+
+// CallEach is CallFrom with the request made for each try by req, given
+// the session the try goes on (OnConnect has run on it) and the number of
+// tries before it. A try that failed may still have reached the leader, or
+// a former one: a request that is not safe to repeat as it was can be
+// made safe again (the raylet's completions: see runtime/raylet).
+func (c *Conn) CallEach(ctx context.Context, m transport.Method, req func(s *transport.Session, try int) any, resp any) (*transport.Session, error) {
 	b := c.cfg.Retry.Start()
-	for {
+	for try := 0; ; try++ {
 		s, err := c.Session(ctx)
 		if err != nil {
 			return nil, err
 		}
-		err = s.Call(ctx, m, req, resp)
+		err = s.Call(ctx, m, req(s, try), resp)
 		if err == nil || !Retryable(err) || ctx.Err() != nil {
 			return s, err
 		}

@@ -420,12 +420,18 @@ func (r *Raylet) pullLoop() {
 		case o = <-r.pulls:
 		}
 		b := o.b
-		s, err := r.head.CallFrom(r.ctx, wire.MethodPull, wire.Pull{Credits: o.credits, Wait: pullWait, Done: o.done, FreesInReply: true}, &b.rep)
+		s, err := r.head.CallEach(r.ctx, wire.MethodPull, func(_ *transport.Session, try int) any {
+			if try > 0 {
+				markResent(o.done)
+			}
+			return wire.Pull{Credits: o.credits, Wait: pullWait, Done: r.checkResent(o.done), FreesInReply: true}
+		}, &b.rep)
 		if err != nil {
 			if r.ctx.Err() != nil {
 				return
 			}
 			r.log.Warn("pull from head failed", "err", err)
+			markResent(o.done)
 			r.step(&event{kind: evPullFailed, b: b, at: time.Now()})
 			continue
 		}
@@ -445,16 +451,101 @@ func (r *Raylet) reportLoop() {
 			return
 		case done = <-r.reports:
 		}
-		if err := r.head.Send(r.ctx, wire.MethodComplete, wire.Complete{Done: done}); err != nil {
+		if err := r.head.Send(r.ctx, wire.MethodComplete, wire.Complete{Done: r.checkResent(done)}); err != nil {
 			if r.ctx.Err() != nil {
 				return
 			}
 			r.log.Warn("report completions", "n", len(done), "err", err)
+			markResent(done)
 			r.step(&event{kind: evReportFailed, at: time.Now()})
 			continue
 		}
 		r.step(&event{kind: evReported, at: time.Now()})
 	}
+}
+
+// markResent notes that completions went out in a call or message that
+// failed: it may have reached a leader all the same.
+func markResent(done []wire.Completion) {
+	for i := range done {
+		done[i].Resent = true
+	}
+}
+
+// checkResent returns done without the successful completions sent before
+// (Resent) whose outputs this raylet no longer holds, and with the inputs
+// it no longer holds left out of their Fetched lists. done itself is left
+// as it is (the machine owns it): a new slice is made only when something
+// is left out.
+//
+// A leader applies a pull's completions when the pull arrives and may hold
+// the pull until it has work; if the leader dies meanwhile, the pull fails
+// and its completions go again, to the next leader. The first may have
+// freed their outputs in between (every reader had finished), and this
+// raylet carried out the free. The next leader did not dispatch the work
+// and would take the outputs as made here by its predecessor's dispatch,
+// sending readers to objects that are gone (a job then failed "no location
+// has it"). Such a completion is dropped: whoever applied it has no need
+// of it, and a leader that never had it does not wait for it either, since
+// its outputs were freed by one that did, or lost.
+//
+// It runs once the raylet is registered on the session the completions go
+// on: frees from an earlier session are ignored from then on (freeFrom),
+// so an output found here stays until this leader frees it.
+func (r *Raylet) checkResent(done []wire.Completion) []wire.Completion {
+	var out []wire.Completion
+	for i := range done {
+		c := done[i]
+		if c.Resent {
+			if !c.Failed() && !r.holdsOutputs(&c) {
+				r.log.Debug("dropped a completion sent before: its outputs were freed since", "subtask", c.ID)
+				if out == nil {
+					out = append(make([]wire.Completion, 0, len(done)), done[:i]...)
+				}
+				continue
+			}
+			if k := r.countHeld(c.Fetched); k < len(c.Fetched) {
+				kept := make([]dag.ObjectID, 0, k)
+				for _, id := range c.Fetched {
+					if r.store.Contains(id) {
+						kept = append(kept, id)
+					}
+				}
+				c.Fetched = kept
+				if out == nil {
+					out = append(make([]wire.Completion, 0, len(done)), done[:i]...)
+				}
+			}
+		}
+		if out != nil {
+			out = append(out, c)
+		}
+	}
+	if out == nil {
+		return done
+	}
+	return out
+}
+
+// holdsOutputs reports whether the store holds every output c names.
+func (r *Raylet) holdsOutputs(c *wire.Completion) bool {
+	for k := range c.Sizes {
+		if !r.store.Contains(dag.NewObjectID(c.ID, uint32(k))) {
+			return false
+		}
+	}
+	return true
+}
+
+// countHeld counts the objects of ids the store holds.
+func (r *Raylet) countHeld(ids []dag.ObjectID) int {
+	n := 0
+	for _, id := range ids {
+		if r.store.Contains(id) {
+			n++
+		}
+	}
+	return n
 }
 
 // cancelSubtasks interrupts running subtasks and drops queued ones; each

@@ -256,6 +256,11 @@ type Completion struct {
 	Started int64  `cbor:"8,keyasint,omitempty"`
 	TookUS  uint32 `cbor:"9,keyasint,omitempty"`
 	FetchUS uint32 `cbor:"10,keyasint,omitempty"`
+
+	// Resent is the raylet's own note, never encoded: the completion went
+	// out before in a call or message that failed, and may have reached a
+	// leader already (see runtime/raylet's checkResent).
+	Resent bool `cbor:"-"`
 }
 
 // MaxMicros is the longest time a Completion reports.
