@@ -761,14 +761,9 @@ func (s *Session) OpenStream(ctx context.Context) (net.Conn, error) {
 		return nil, errorf(CodeUnavailable, "open stream to %q: session closed: %w", s.remoteID, s.Err())
 	default:
 	}
-	type opened struct {
-		st  net.Conn
-		err error
-	}
 	ch := make(chan opened, 1)
 	go func() { // yamux blocks only when 256 opens await the peer's ack
-		st, err := s.ys.OpenStream()
-		ch <- opened{st, err}
+		ch <- openedStream(s.ys.OpenStream())
 	}()
 	select {
 	case o := <-ch:
@@ -784,6 +779,23 @@ func (s *Session) OpenStream(ctx context.Context) (net.Conn, error) {
 		}()
 		return nil, ctxError(ctx, "open stream to %q", s.remoteID)
 	}
+}
+
+// opened is what a stream open came to.
+type opened struct {
+	st  net.Conn
+	err error
+}
+
+// openedStream wraps yamux's answer to an open. A failed open returns a
+// nil *yamux.Stream, which put in st as it is would make a net.Conn that
+// is not nil: the goroutine that closes a stream opened after its caller
+// gave up then closed a nil stream and took the process down.
+func openedStream(st *yamux.Stream, err error) opened {
+	if err != nil || st == nil {
+		return opened{err: err}
+	}
+	return opened{st: st}
 }
 
 // refuseHandler serves sessions whose owner passed a nil Handler to Serve.

@@ -795,3 +795,15 @@ func TestFramesGoInPieces(t *testing.T) {
 		}
 	})
 }
+
+// TestFailedOpenLeavesNoStream: an open that failed yields no stream, so
+// the goroutine that closes a stream opened after its caller gave up
+// finds nothing to close (a nil *yamux.Stream in a net.Conn is not nil,
+// and closing it panicked, taking the process down: internal/sim's
+// TestMixedFaults).
+func TestFailedOpenLeavesNoStream(t *testing.T) {
+	o := openedStream(nil, errors.New("session shutdown"))
+	if o.st != nil || o.err == nil {
+		t.Fatalf("a failed open gave stream %v (%T) and error %v; want no stream and the error", o.st, o.st, o.err)
+	}
+}
