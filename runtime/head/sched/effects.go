@@ -22,7 +22,9 @@ type Effects struct {
 	Pulls []PullReply
 	// Free lists, by Raylet, objects that raylet is to delete; Interrupt,
 	// subtasks it is to interrupt. Send each raylet its lists (a long
-	// list may go as several messages).
+	// list may go as several messages). Frees are batched: most ride on
+	// pull replies (PullReply.Free), and the rest wait up to freePeriod
+	// for a batch of their own, except a job's release's.
 	// Told lists the raylets that have either (others have none): read
 	// those, not all raylets.
 	Free      [][]dag.ObjectID
@@ -212,9 +214,10 @@ const (
 	TimerCancelGrace                      // a cancelled job's kernels are abandoned (Task)
 	TimerResultTTL                        // a job's results expire (Task)
 	TimerPutGrace                         // a put task without sessions is closed (Task, Gen)
+	TimerFrees                            // frees held back go to the raylets (see freePeriod)
 )
 
-var timerNames = [...]string{"", "pull", "wait", "claim", "failover", "cancel-grace", "result-ttl", "put-grace"}
+var timerNames = [...]string{"", "pull", "wait", "claim", "failover", "cancel-grace", "result-ttl", "put-grace", "frees"}
 
 func (k TimerKind) String() string {
 	if int(k) < len(timerNames) {

@@ -52,8 +52,14 @@ type harness struct {
 	// What tests look at.
 	plans map[dag.TaskID][]*lowering.Plan
 	freed map[Raylet]map[dag.ObjectID]bool
-	cxl   map[Raylet][]dag.SubtaskID
-	ended []dag.TaskID
+	// pullFrees says whether a pull with these completions asks for
+	// frees in its reply; nil: always, as raylets do.
+	pullFrees func(done []wire.Completion) bool
+	// freeMsgs counts the free messages sent (Effects.Free lists);
+	// inReply, the frees that rode on pull replies.
+	freeMsgs, inReply int
+	cxl               map[Raylet][]dag.SubtaskID
+	ended             []dag.TaskID
 	// widest is the most subtasks one Step handed out.
 	widest int
 }
@@ -241,12 +247,14 @@ func (h *harness) take(fx *Effects) {
 		}
 		h.emit("run %s: %s", name, strings.Join(ids, " "))
 		if len(p.Free) > 0 {
+			h.inReply += len(p.Free)
 			h.takeFree(p.Raylet, p.Free, "free-in-reply")
 		}
 		h.got[p.Call] = Reply{Call: p.Call, Value: specs}
 	}
 	for r, ids := range fx.Free {
 		if len(ids) > 0 {
+			h.freeMsgs++
 			h.takeFree(Raylet(r), ids, "free")
 		}
 	}
@@ -494,7 +502,7 @@ func (h *harness) raylet(name string) *fakeRaylet {
 func (h *harness) pull(name string, n int, wait time.Duration, done ...wire.Completion) []wire.SubtaskSpec {
 	fr := h.raylet(name)
 	c := h.call("pull " + name)
-	p := &wire.Pull{Credits: n, Wait: wait, Done: done, FreesInReply: len(done) > 0}
+	p := &wire.Pull{Credits: n, Wait: wait, Done: done, FreesInReply: h.pullFrees == nil || h.pullFrees(done)}
 	h.noteDone(fr, done)
 	h.step(&Pull{Call: c, Session: fr.sess, Pull: p})
 	rp, ok := h.got[c]

@@ -190,7 +190,8 @@ type Leader struct {
 	deregistering map[string]bool      // raylets being deregistered
 	gone          map[string]time.Time // raylets lost or departed, since when
 	draining      map[string]bool      // raylets an operator drains (by ID)
-	replyFree     []dag.ObjectID       // a pull reply's frees, kept until the next Step
+	replyFree     []dag.ObjectID       // pull replies' frees, kept until the next Step
+	freeTimer     bool                 // the TimerFrees timer is set
 	specBuf       []wire.SubtaskSpec
 }
 
@@ -285,6 +286,10 @@ func (l *Leader) Step(now time.Time, ev Event) *Effects {
 		panic(fmt.Sprintf("sched: unknown event %T", ev))
 	}
 	l.settle()
+	if !l.freeTimer && l.s.HoldsFrees() {
+		l.freeTimer = true
+		l.setTimer(TimerID{Kind: TimerFrees}, l.now.Add(freePeriod))
+	}
 	l.fx.Free, l.fx.Interrupt, l.fx.Told = l.s.fx.Free, l.s.fx.Cancel, l.s.fx.Told
 	if invariants {
 		if err := l.Check(); err != nil {
@@ -335,8 +340,17 @@ func (l *Leader) timerFired(id TimerID) {
 		l.expireResults(id.Task)
 	case TimerPutGrace:
 		l.expirePuts(id.Task, id.Gen)
+	case TimerFrees:
+		l.freeTimer = false
+		l.s.FlushFrees()
 	}
 }
+
+// freePeriod is the longest a free is held back for a raylet that does not
+// pull meanwhile (see scheduler.freeLater): objects outlive their last reader
+// by this much at most, which a raylet's store notices only when it is
+// full, and a raylet that runs work pulls more often than this.
+const freePeriod = 100 * time.Millisecond
 
 // tick checks raylet liveness and, every minute, frees stashed objects
 // nobody can want any more (result TTLs run out for them too).
@@ -349,7 +363,10 @@ func (l *Leader) tick() {
 	l.purge()
 }
 
-// stepDown closes every raylet's session: they find the new leader.
+// stepDown closes every raylet's session: they find the new leader. Frees
+// held back are dropped, as frees in flight on those sessions would be:
+// the raylets report what they hold to the new leader, which frees what
+// no job wants (SweepHeld).
 func (l *Leader) stepDown() {
 	for _, rv := range l.s.raylets {
 		if rv.session != nil {

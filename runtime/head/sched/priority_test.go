@@ -60,7 +60,9 @@ func simulate(t *testing.T, p *lowering.Plan, slots []int) (peak int, ran []int3
 		running[r] = running[r][1:]
 		sizes := make([]int64, len(sp.Outputs))
 		s.fx.reset(len(s.raylets))
-		take(s.Complete(Raylet(r), &wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: sizes}))
+		fx := s.Complete(Raylet(r), &wire.Completion{ID: sp.ID, Attempt: sp.Attempt, Sizes: sizes})
+		s.FlushFrees() // count a free when it is decided, not when it goes
+		take(fx)
 		for k := range sp.Outputs {
 			if id := dag.NewObjectID(sp.ID, uint32(k)); !result[id] {
 				live[id] = true

@@ -245,8 +245,9 @@ func (l *Leader) pull(ev *Pull) {
 		l.reply(ev.Call, nil, errNotRegistered)
 		return
 	}
-	l.complete(ev.Session, ev.Done)
 	rv := l.s.raylets[r]
+	l.s.takesFrees(r, ev.FreesInReply)
+	l.complete(ev.Session, ev.Done)
 	if rv.parked.call != 0 { // a pull it gave up on: superseded
 		l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r})
 		l.unpark(r)
@@ -258,14 +259,12 @@ func (l *Leader) pull(ev *Pull) {
 	if len(l.specBuf) > start || wait == 0 {
 		rep := PullReply{Call: ev.Call, Raylet: r, Subtasks: l.specBuf[start:len(l.specBuf):len(l.specBuf)], More: more}
 		if ev.FreesInReply {
-			l.replyFree = append(l.replyFree[:0], l.s.fx.Free[r]...)
-			l.s.fx.Free[r] = l.s.fx.Free[r][:0]
-			rep.Free = l.replyFree
+			rep.Free = l.takeFrees(r)
 		}
 		l.fx.Pulls = append(l.fx.Pulls, rep)
 		return
 	}
-	rv.parked = parkedPull{call: ev.Call, credits: ev.Credits}
+	rv.parked = parkedPull{call: ev.Call, credits: ev.Credits, frees: ev.FreesInReply}
 	l.s.touch(r) // its waiting credits decide what may be stolen from it
 	l.setTimer(TimerID{Kind: TimerPull, Raylet: r}, l.now.Add(wait))
 }
@@ -342,7 +341,11 @@ func (l *Leader) serveParked(r Raylet) {
 	if len(l.specBuf) == start {
 		return
 	}
-	l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r, Subtasks: l.specBuf[start:len(l.specBuf):len(l.specBuf)], More: more})
+	rep := PullReply{Call: rv.parked.call, Raylet: r, Subtasks: l.specBuf[start:len(l.specBuf):len(l.specBuf)], More: more}
+	if rv.parked.frees {
+		rep.Free = l.takeFrees(r)
+	}
+	l.fx.Pulls = append(l.fx.Pulls, rep)
 	l.unpark(r)
 	l.clearTimer(TimerID{Kind: TimerPull, Raylet: r})
 }
@@ -354,9 +357,24 @@ func (l *Leader) pullTimedOut(r Raylet) {
 	}
 	rv := l.s.raylets[r]
 	if rv.parked.call != 0 {
-		l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r})
+		rep := PullReply{Call: rv.parked.call, Raylet: r}
+		if rv.parked.frees {
+			rep.Free = l.takeFrees(r)
+		}
+		l.fx.Pulls = append(l.fx.Pulls, rep)
 		l.unpark(r)
 	}
+}
+
+// takeFrees takes what r is to free for a pull reply, carved from
+// replyFree like specs from specBuf.
+func (l *Leader) takeFrees(r Raylet) []dag.ObjectID {
+	start := len(l.replyFree)
+	l.replyFree = l.s.takeFrees(r, l.replyFree)
+	if len(l.replyFree) == start {
+		return nil
+	}
+	return l.replyFree[start:len(l.replyFree):len(l.replyFree)]
 }
 
 // complete applies a raylet's completions. Like a pull (which calls it),
