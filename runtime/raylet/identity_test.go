@@ -77,9 +77,17 @@ func (h *fakeHead) HandleStream(_ *transport.Session, st net.Conn)              
 
 func startWithHead(t *testing.T, h *fakeHead) *Raylet {
 	t.Helper()
-	h.addr = testutil.Serve(t, transport.Config{Insecure: true, Token: testToken, NodeID: "h1", Role: transport.RoleHead}, h)
+	return startWithHandler(t, h, &h.addr)
+}
+
+// startWithHandler serves a fake head leader "h1" with h, writes its
+// address to addr (h answers leader checks with it), and starts raylet r1
+// of one slot against it, closed when the test ends.
+func startWithHandler(t *testing.T, h transport.Handler, addr *string) *Raylet {
+	t.Helper()
+	*addr = testutil.Serve(t, transport.Config{Insecure: true, Token: testToken, NodeID: "h1", Role: transport.RoleHead}, h)
 	r, err := Start(context.Background(), Config{
-		ID: "r1", Heads: []string{h.addr}, Token: testToken, Slots: 1,
+		ID: "r1", Heads: []string{*addr}, Token: testToken, Slots: 1,
 		Store:     objectstore.Config{Dir: shmDir(t), Capacity: 1 << 20, SpillDir: t.TempDir()},
 		Transport: transport.Config{Insecure: true},
 	})

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
-	"github.com/phobos-project/phobos/internal/testutil"
-	"github.com/phobos-project/phobos/objectstore"
 	"github.com/phobos-project/phobos/runtime/wire"
 	"github.com/phobos-project/phobos/transport"
 )
@@ -104,16 +102,7 @@ func (h *freeingHead) HandleStream(_ *transport.Session, st net.Conn)           
 // readers to nothing.
 func TestResentCompletionOfFreedOutputsIsDropped(t *testing.T) {
 	h := &freeingHead{got: make(chan struct{})}
-	h.addr = testutil.Serve(t, transport.Config{Insecure: true, Token: testToken, NodeID: "h1", Role: transport.RoleHead}, h)
-	r, err := Start(context.Background(), Config{
-		ID: "r1", Heads: []string{h.addr}, Token: testToken, Slots: 1,
-		Store:     objectstore.Config{Dir: shmDir(t), Capacity: 1 << 20, SpillDir: t.TempDir()},
-		Transport: transport.Config{Insecure: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r := startWithHandler(t, h, &h.addr)
 
 	select {
 	case <-h.got:
