@@ -451,7 +451,13 @@ func (r *Raylet) reportLoop() {
 			return
 		case done = <-r.reports:
 		}
-		if err := r.head.Send(r.ctx, wire.MethodComplete, wire.Complete{Done: r.checkResent(done)}); err != nil {
+		// The session first: completions sent before are checked once
+		// the raylet is registered on the one they go on (checkResent).
+		s, err := r.head.Session(r.ctx)
+		if err == nil {
+			err = s.Send(wire.MethodComplete, wire.Complete{Done: r.checkResent(done)})
+		}
+		if err != nil {
 			if r.ctx.Err() != nil {
 				return
 			}
@@ -495,26 +501,30 @@ func markResent(done []wire.Completion) {
 func (r *Raylet) checkResent(done []wire.Completion) []wire.Completion {
 	var out []wire.Completion
 	for i := range done {
-		c := done[i]
-		if c.Resent {
-			if !c.Failed() && !r.holdsOutputs(&c) {
-				r.log.Debug("dropped a completion sent before: its outputs were freed since", "subtask", c.ID)
-				if out == nil {
-					out = append(make([]wire.Completion, 0, len(done)), done[:i]...)
-				}
-				continue
+		if !done[i].Resent { // the common case: nothing to check or copy
+			if out != nil {
+				out = append(out, done[i])
 			}
-			if k := r.countHeld(c.Fetched); k < len(c.Fetched) {
-				kept := make([]dag.ObjectID, 0, k)
-				for _, id := range c.Fetched {
-					if r.store.Contains(id) {
-						kept = append(kept, id)
-					}
+			continue
+		}
+		c := done[i]
+		if !c.Failed() && !r.holdsOutputs(&c) {
+			r.log.Debug("dropped a completion sent before: its outputs were freed since", "subtask", c.ID)
+			if out == nil {
+				out = append(make([]wire.Completion, 0, len(done)), done[:i]...)
+			}
+			continue
+		}
+		if k := r.countHeld(c.Fetched); k < len(c.Fetched) {
+			kept := make([]dag.ObjectID, 0, k)
+			for _, id := range c.Fetched {
+				if r.store.Contains(id) {
+					kept = append(kept, id)
 				}
-				c.Fetched = kept
-				if out == nil {
-					out = append(make([]wire.Completion, 0, len(done)), done[:i]...)
-				}
+			}
+			c.Fetched = kept
+			if out == nil {
+				out = append(make([]wire.Completion, 0, len(done)), done[:i]...)
 			}
 		}
 		if out != nil {
