@@ -37,7 +37,7 @@ type outbox struct {
 	mu      sync.Mutex
 	queue   []outMsg
 	spare   []outMsg // the writer's last batch, reused
-	queued  uint64   // messages ever queued: the sequence number of the last
+	queued  uint64   // messages ever queued: the sequence number of the last (the loop's alone)
 	writing bool     // a writer goroutine is draining queue
 	notify  chan struct{}
 
@@ -69,10 +69,9 @@ func (o *outbox) put(msgs ...outMsg) uint64 {
 }
 
 // pending returns the sequence number a reply made now must wait for, 0
-// if every queued message has been sent.
+// if every queued message has been sent. Only the loop calls it, and only
+// the loop writes queued (in put): no lock on a pull reply's path.
 func (o *outbox) pending() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	if o.sent.Load() == o.queued {
 		return 0
 	}

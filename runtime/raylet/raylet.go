@@ -412,20 +412,23 @@ func (r *Raylet) acceptBulk(bl net.Listener) {
 // its subtasks are queued: one of them may make a freed object anew.
 func (r *Raylet) pullLoop() {
 	defer r.wg.Done()
+	// One request maker for every pull (made per pull, it and the order
+	// it captures were two allocations a pull).
+	var o pullOrder
+	req := func(_ *transport.Session, try int) any {
+		if try > 0 {
+			markResent(o.done)
+		}
+		return wire.Pull{Credits: o.credits, Wait: pullWait, Done: r.checkResent(o.done), FreesInReply: true}
+	}
 	for {
-		var o pullOrder
 		select {
 		case <-r.ctx.Done():
 			return
 		case o = <-r.pulls:
 		}
 		b := o.b
-		s, err := r.head.CallEach(r.ctx, wire.MethodPull, func(_ *transport.Session, try int) any {
-			if try > 0 {
-				markResent(o.done)
-			}
-			return wire.Pull{Credits: o.credits, Wait: pullWait, Done: r.checkResent(o.done), FreesInReply: true}
-		}, &b.rep)
+		s, err := r.head.CallEach(r.ctx, wire.MethodPull, req, &b.rep)
 		if err != nil {
 			if r.ctx.Err() != nil {
 				return
