@@ -1,6 +1,7 @@
 package simraylets
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/phobos-project/phobos"
+	"github.com/phobos-project/phobos/dag"
+	"github.com/phobos-project/phobos/runtime/wire"
 )
 
 // TestJobsRunOnSimulatedRaylets: a real head schedules both benchmark
@@ -161,4 +164,49 @@ func TestProcessCPUCountsPageFaults(t *testing.T) {
 	if after-before < pages {
 		t.Fatalf("touching %d fresh pages counted %d page faults", pages, after-before)
 	}
+}
+
+// TestSimPullEncodesAsPull: a simulated raylet's pull, its completions
+// kept without pointers, encodes byte for byte as the wire.Pull a raylet
+// would send with the same completions, empty or not.
+func TestSimPullEncodesAsPull(t *testing.T) {
+	var done simReply
+	want := wire.Pull{Credits: 64, Wait: 2 * time.Second, FreesInReply: true}
+	check := func() {
+		t.Helper()
+		got, err := simPull{credits: 64, done: &done}.AppendCBOR(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := want.AppendCBOR(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, exp) {
+			t.Fatalf("simPull encodes as %x, want %x", got, exp)
+		}
+		if n := (simPull{credits: 64, done: &done}).CBORSize(); n < len(got) {
+			t.Fatalf("CBORSize %d < encoding's %d bytes", n, len(got))
+		}
+	}
+	check()
+	done.buf = simBufs.get()
+	for i, outs := range []int{1, 3, 0, 2} {
+		id, err := dag.NewSubtaskID(7, 1, uint64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes := make([]int64, outs)
+		for k := range sizes {
+			sizes[k] = int64(100*i + k + 1)
+		}
+		done.buf.sizes = append(done.buf.sizes, sizes...)
+		done.buf.done = append(done.buf.done, simDone{id: id, attempt: int32(i), outputs: int32(outs)})
+		if outs == 0 {
+			sizes = nil
+		}
+		want.Done = append(want.Done, wire.Completion{ID: id, Attempt: i, Sizes: sizes})
+	}
+	check()
+	done.release()
 }
