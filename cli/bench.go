@@ -60,6 +60,7 @@ func newBenchCmd() *cobra.Command {
 	heads := fs.Int("heads", 1, "heads of the --sim-raylets cluster (Raft on disk)")
 	warmup := fs.Int("warmup", 0, "runs of each benchmark before the measured one, on the same cluster: a cluster in service has run jobs before, and a fresh one's first job also pays for memory it touches for the first time (the first run's rate is reported as cold_per_sec)")
 	simWarmup := fs.Int("sim-warmup", 1, "runs of each --sim-raylets job before the measured one, as a head in service has run jobs before (0: measure a fresh process's first job; the warm-up's rate is reported as cold_per_sec)")
+	simRuns := fs.Int("sim-runs", 3, "measured runs of each --sim-raylets job after the warm-up: the fastest is reported (on a shared machine other work only slows a run down), each one's rate beside it")
 	var simJobBudget int64
 	fs.Var(byteSize{&simJobBudget}, "sim-job-budget", "the --sim-raylets heads' per-job memory budget, e.g. 12GiB (default: the head's, a quarter of the machine's memory)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -116,10 +117,10 @@ func newBenchCmd() *cobra.Command {
 			if fs.Changed("warmup") {
 				return usagef("--warmup is for the cluster benchmarks; with --sim-raylets use --sim-warmup")
 			}
-			if *simSlots < 1 || (*heads != 1 && *heads != 3 && *heads != 5) || *simWarmup < 0 {
-				return usagef("--sim-slots must be at least 1, --heads 1, 3 or 5 and --sim-warmup at least 0")
+			if *simSlots < 1 || (*heads != 1 && *heads != 3 && *heads != 5) || *simWarmup < 0 || *simRuns < 1 {
+				return usagef("--sim-slots and --sim-runs must be at least 1, --heads 1, 3 or 5 and --sim-warmup at least 0")
 			}
-			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), warmup: *simWarmup, json: *asJSON, log: log, profile: simProfile}
+			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), warmup: *simWarmup, runs: *simRuns, json: *asJSON, log: log, profile: simProfile}
 			for _, j := range []string{"independent", "seed"} {
 				if run(j) {
 					b.jobs = append(b.jobs, j)

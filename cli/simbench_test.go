@@ -5,16 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestCLISimRayletsWarmup runs phobos bench --sim-raylets on a tiny job,
-// with its default warm-up and without: the measured run reports how
-// many ran before it, and the first run's rate (cold_per_sec) exactly when
-// there was one. A negative --sim-warmup is a usage error, and so is the
-// cluster benchmarks' --warmup, which the simulation would ignore.
+// with its default warm-up and measured runs and without: the result
+// reports how many ran before the measured ones, and the first run's rate
+// (cold_per_sec) exactly when there was one; how many were measured, each
+// one's rate, and the fastest as its own. A negative --sim-warmup or a
+// --sim-runs below 1 is a usage error, and so is the cluster benchmarks'
+// --warmup, which the simulation would ignore.
 func TestCLISimRayletsWarmup(t *testing.T) {
 	bin := buildPhobos(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -22,7 +25,8 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 	for _, tc := range []struct {
 		flags  []string
 		warmup int
-	}{{nil, 1}, {[]string{"--sim-warmup", "0"}, 0}} {
+		runs   int
+	}{{nil, 1, 3}, {[]string{"--sim-warmup", "0", "--sim-runs", "1"}, 0, 1}} {
 		args := append([]string{"bench", "--sim-raylets", "2", "--sim-slots", "2", "--scale", "0.001", "--only", "independent", "--json"}, tc.flags...)
 		out, err := exec.CommandContext(ctx, bin, args...).Output()
 		if err != nil {
@@ -35,6 +39,8 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 			PerSec     float64 `json:"per_sec"`
 			WarmupRuns int     `json:"warmup_runs"`
 			ColdPerSec float64 `json:"cold_per_sec"`
+			Runs       int
+			RunsPerSec []float64 `json:"runs_per_sec"`
 		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("%v: output %q: %v", tc.flags, out, err)
@@ -45,13 +51,18 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 		if r.WarmupRuns != tc.warmup || (r.ColdPerSec > 0) != (tc.warmup > 0) {
 			t.Fatalf("%v: warmup_runs %d, cold_per_sec %v; want %d warm-up runs", tc.flags, r.WarmupRuns, r.ColdPerSec, tc.warmup)
 		}
+		if r.Runs != tc.runs || len(r.RunsPerSec) != tc.runs || slices.Max(r.RunsPerSec) != r.PerSec {
+			t.Fatalf("%v: runs %d, runs_per_sec %v, per_sec %v; want %d runs, the fastest reported", tc.flags, r.Runs, r.RunsPerSec, r.PerSec, tc.runs)
+		}
 	}
-	err := exec.CommandContext(ctx, bin, "bench", "--sim-raylets", "3", "--sim-warmup", "-1").Run()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("--sim-warmup -1: %v, want a usage error (exit 2)", err)
+	for _, bad := range [][]string{{"--sim-warmup", "-1"}, {"--sim-runs", "0"}} {
+		err := exec.CommandContext(ctx, bin, append([]string{"bench", "--sim-raylets", "3"}, bad...)...).Run()
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Fatalf("%v: %v, want a usage error (exit 2)", bad, err)
+		}
 	}
-	err = exec.CommandContext(ctx, bin, "bench", "--sim-raylets", "3", "--warmup", "1").Run()
+	err := exec.CommandContext(ctx, bin, "bench", "--sim-raylets", "3", "--warmup", "1").Run()
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("--sim-raylets with --warmup: %v, want a usage error (exit 2) pointing to --sim-warmup", err)
 	}

@@ -91,6 +91,12 @@ type Result struct {
 	ColdSeconds           float64 `json:"cold_seconds,omitempty"`
 	ColdPerSec            float64 `json:"cold_per_sec,omitempty"`
 	ColdHeadCPUPerSubtask float64 `json:"cold_head_cpu_s_per_subtask,omitempty"`
+	// Runs is how many measured runs there were (phobos bench
+	// --sim-runs): the figures above are the fastest one's, as a
+	// best-of-N on a shared machine, where other work only ever slows a
+	// run down; RunsPerSec is each run's rate, in the order run.
+	Runs       int       `json:"runs"`
+	RunsPerSec []float64 `json:"runs_per_sec,omitempty"`
 }
 
 // Run submits g through cl, waits for it to finish and releases it,
