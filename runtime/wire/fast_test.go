@@ -317,6 +317,13 @@ func normalDone(done []Completion) []Completion {
 	return done
 }
 
+// withoutArena is p as the generic decoder leaves it: with no arena of
+// sizes (their values are in the completions).
+func withoutArena(p Pull) Pull {
+	p.sizes = nil
+	return p
+}
+
 // TestCompletionCodecMatchesGeneric does for Pull and Complete what
 // TestPullReplyCodecMatchesGeneric does for PullReply.
 func TestCompletionCodecMatchesGeneric(t *testing.T) {
@@ -347,7 +354,7 @@ func TestCompletionCodecMatchesGeneric(t *testing.T) {
 			t.Fatalf("pull %d: %v", i, err)
 		}
 		reusedPull.Done, generic.Done = normalDone(reusedPull.Done), normalDone(generic.Done)
-		if !reflect.DeepEqual(reusedPull, Pull(generic)) {
+		if !reflect.DeepEqual(withoutArena(reusedPull), Pull(generic)) {
 			t.Fatalf("pull %d: DecodeCBOR gives\n%+v\nthe generic decoder\n%+v", i, reusedPull, generic)
 		}
 
@@ -370,7 +377,9 @@ func TestCompletionCodecMatchesGeneric(t *testing.T) {
 			t.Fatalf("complete %d: %v", i, err)
 		}
 		reusedComplete.Done, genericC.Done = normalDone(reusedComplete.Done), normalDone(genericC.Done)
-		if !reflect.DeepEqual(reusedComplete, Complete(genericC)) {
+		got := reusedComplete
+		got.sizes = nil
+		if !reflect.DeepEqual(got, Complete(genericC)) {
 			t.Fatalf("complete %d: DecodeCBOR gives\n%+v\nthe generic decoder\n%+v", i, reusedComplete, genericC)
 		}
 	}
@@ -391,7 +400,7 @@ func FuzzPullDecode(f *testing.F) {
 		gerr := codec.DecMode().Unmarshal(data, &generic)
 		if ferr == nil && gerr == nil {
 			fast.Done, generic.Done = normalDone(fast.Done), normalDone(generic.Done)
-			if !reflect.DeepEqual(fast, Pull(generic)) {
+			if !reflect.DeepEqual(withoutArena(fast), Pull(generic)) {
 				t.Fatalf("decoders disagree on %x:\nfast    %+v\ngeneric %+v", data, fast, generic)
 			}
 		}

@@ -125,6 +125,56 @@ func TestCompletionsResetLeavesNothingBehind(t *testing.T) {
 	}
 }
 
+// TestPullDecodesIntoItsMemory: each completion's sizes go into the
+// pull's arena, not a slice of their own. A pull decodes a batch larger
+// than any it held in two allocations (the list and the arena), not one
+// a completion; a reset pull decodes one no larger than it held before
+// without allocating.
+func TestPullDecodesIntoItsMemory(t *testing.T) {
+	batch := func(n, outs int) []byte {
+		p := Pull{Credits: 64, FreesInReply: true}
+		for i := range n {
+			sizes := make([]int64, outs)
+			for k := range sizes {
+				sizes[k] = int64(8 * (i + k + 1))
+			}
+			p.Done = append(p.Done, Completion{ID: dag.PackSubtaskID(7, 1, uint64(i)), Sizes: sizes, TookUS: 12})
+		}
+		b, _ := p.AppendCBOR(nil)
+		return b
+	}
+	big, few, many := batch(300, 2), batch(20, 1), batch(300, 1)
+	if allocs := testing.AllocsPerRun(50, func() {
+		var fresh Pull
+		if err := fresh.DecodeCBOR(many); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs > 2 {
+		t.Errorf("decoding 300 completions into a new pull allocates %v times, want 2 (the list and the sizes)", allocs)
+	}
+	var p Pull
+	for _, b := range [][]byte{big, few} {
+		p.Reset()
+		if err := p.DecodeCBOR(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		p.Reset()
+		if err := p.DecodeCBOR(many); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("decoding 300 completions into a reset pull that held 300 allocates %v times, want 0", allocs)
+	}
+	for i, c := range p.Done {
+		if len(c.Sizes) != 1 || c.Sizes[0] != int64(8*(i+1)) {
+			t.Fatalf("completion %d: sizes %v, want [%d]", i, c.Sizes, 8*(i+1))
+		}
+	}
+}
+
 // Reset empties only the specs up to the reply's length: those past it
 // must have been emptied by an earlier Reset. A big reply, a small one,
 // then one as long as the big one whose later specs omit what the big
