@@ -146,11 +146,6 @@ func (s *Server) run() {
 // handle steps the machine with one event, or answers it when the machine
 // cannot take it.
 func (s *Server) handle(env *envelope) {
-	// A pull's request is the loop's once sent (Server.pull): it goes
-	// back to the pool once stepped, whether or not the pull waits.
-	if p, ok := env.ev.(*sched.Pull); ok && p == &env.pull {
-		defer releasePull(p.Pull)
-	}
 	if s.lead == nil || env.epoch != 0 && env.epoch != s.lead.epoch {
 		if env.reply != nil {
 			env.reply <- result{err: errNotLeading}

@@ -139,8 +139,20 @@ func TestPullReplyFollowsEarlierFrees(t *testing.T) {
 	s := quietServer()
 	var log eventLog
 	g := newGatedSender(&log)
+	now := time.Now()
+	m := sched.New(sched.Config{Head: "h1"})
+	m.Step(now, &sched.Records{})
+	fx := m.Step(now, &sched.Register{Call: 1, Session: g, RegisterRaylet: wire.RegisterRaylet{ID: "r1", Addr: "r1:1", Slots: 1}})
+	for _, c := range slices.Clone(fx.Commits) {
+		m.Step(now, &sched.Committed{Req: c.Req})
+	}
 	const r = sched.Raylet(0)
-	leadWithRaylet(t, s, g)
+	if m.Session(r) != sched.Session(g) {
+		t.Fatalf("raylet %d's session is %v after registering, want the test's", r, m.Session(r))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.lead = &leadership{m: m, ctx: ctx, cancel: cancel, pending: map[sched.Call]*envelope{}}
 	env := &envelope{reply: make(chan result, 1)}
 	const call = sched.Call(7)
 	s.lead.pending[call] = env
@@ -173,57 +185,5 @@ func TestPullReplyFollowsEarlierFrees(t *testing.T) {
 	<-replied
 	if got, want := log.list(), []string{"FreeObjects", "PullReply"}; !slices.Equal(got, want) {
 		t.Fatalf("the raylet got %v, want %v", got, want)
-	}
-}
-
-// leadWithRaylet makes s lead a machine with one raylet (0, "r1")
-// registered on session g.
-func leadWithRaylet(t *testing.T, s *Server, g sched.Session) {
-	t.Helper()
-	now := time.Now()
-	m := sched.New(sched.Config{Head: "h1"})
-	m.Step(now, &sched.Records{})
-	fx := m.Step(now, &sched.Register{Call: 1, Session: g, RegisterRaylet: wire.RegisterRaylet{ID: "r1", Addr: "r1:1", Slots: 1}})
-	for _, c := range slices.Clone(fx.Commits) {
-		m.Step(now, &sched.Committed{Req: c.Req})
-	}
-	if m.Session(0) != g {
-		t.Fatalf("raylet 0's session is %v after registering, want the test's", m.Session(0))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s.lead = &leadership{m: m, ctx: ctx, cancel: cancel, pending: map[sched.Call]*envelope{}}
-}
-
-// TestParkedPullHoldsNoRequest: a pull that finds no work waits at the
-// head, but its request (and the completions it carried) goes back to be
-// reused as soon as the loop has stepped it, not when the pull is
-// answered: a thousand raylets' parked pulls held a thousand completion
-// batches.
-func TestParkedPullHoldsNoRequest(t *testing.T) {
-	s := quietServer()
-	var log eventLog
-	g := newGatedSender(&log)
-	leadWithRaylet(t, s, g)
-	defer func() { close(g.gate); s.wg.Wait() }()
-	id, err := dag.NewSubtaskID(99, 0, 0) // a job this head does not know
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := &wire.Pull{Credits: 4, Wait: time.Minute, Done: []wire.Completion{{ID: id}}}
-	env := &envelope{reply: make(chan result, 1), call: 9}
-	env.pull = sched.Pull{Call: 9, Session: g, Pull: req}
-	env.ev = &env.pull
-	s.handle(env)
-	select {
-	case r := <-env.reply:
-		t.Fatalf("the pull was answered (%+v), want it parked: there is no work", r)
-	default:
-	}
-	if s.lead.pending[9] != env {
-		t.Fatal("the parked pull's call is not pending")
-	}
-	if len(req.Done) != 0 {
-		t.Fatalf("the parked pull's request still holds %d completions, want it emptied and given back once stepped", len(req.Done))
 	}
 }

@@ -468,12 +468,6 @@ var (
 	completes = sync.Pool{New: func() any { return new(wire.Complete) }}
 )
 
-// releasePull empties a pull request and gives it back to pulls.
-func releasePull(p *wire.Pull) {
-	p.Reset()
-	pulls.Put(p)
-}
-
 // HandleMessage implements transport.Handler.
 func (s *Server) HandleMessage(sess *transport.Session, m transport.Method, b transport.Body) {
 	switch m {
@@ -542,15 +536,11 @@ func (s *Server) registerRaylet(ctx context.Context, sess *transport.Session, re
 func (s *Server) pull(ctx context.Context, sess *transport.Session, b transport.Body) (any, error) {
 	// Pulls come all the time: the request decodes into memory kept from
 	// earlier pulls (the machine copies what it keeps), and the envelope is
-	// reused. Once sent to the loop the request is the loop's, which gives
-	// it back as soon as it has stepped it (handle), not when the pull is
-	// answered: a pull may then wait seconds for work, and a thousand
-	// raylets' parked pulls held a thousand completion batches (100 MB at
-	// the end of a job on a thousand raylets, all of it for the collector
-	// to scan).
+	// reused.
 	req := pulls.Get().(*wire.Pull)
+	req.Reset()
 	if err := b.Decode(req); err != nil {
-		releasePull(req)
+		pulls.Put(req)
 		return nil, err
 	}
 	// The pull may wait here for work a long time: its completions are
@@ -564,16 +554,17 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, b transport.
 	select {
 	case s.events <- env:
 	case <-sess.Done():
-		releasePull(req)
+		pulls.Put(req)
 		return nil, sess.Err()
 	case <-s.ctx.Done():
-		releasePull(req)
+		pulls.Put(req)
 		return nil, dag.Errorf(dag.KindUnavailable, "head %s is shutting down", s.cfg.ID)
 	}
 	select {
 	case r := <-env.reply:
 		env.ev, env.pull = nil, sched.Pull{}
 		envelopes.Put(env)
+		pulls.Put(req)
 		if errors.Is(r.err, errNotLeading) {
 			return nil, s.notLeader()
 		}
