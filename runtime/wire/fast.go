@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
@@ -527,7 +526,7 @@ func (d *reader) int64sOnto(arena *[]int64, what string) ([]int64, error) {
 	}
 	a := *arena
 	start := len(a)
-	a = slices.Grow(a, n)
+	a = reserve(a, n)
 	for range n {
 		v, err := d.int(64, what)
 		if err != nil {
@@ -538,6 +537,18 @@ func (d *reader) int64sOnto(arena *[]int64, what string) ([]int64, error) {
 	}
 	*arena = a
 	return a[start:len(a):len(a)], nil
+}
+
+// reserve returns a with room for n more, in new memory at least twice
+// as large if it has not (one allocation, whatever the build: slices.Grow
+// makes a second under the race detector).
+func reserve(a []int64, n int) []int64 {
+	if cap(a)-len(a) >= n {
+		return a
+	}
+	b := make([]int64, len(a), max(2*cap(a), len(a)+n))
+	copy(b, a)
+	return b
 }
 
 func (d *reader) objectIDs(dst []dag.ObjectID, what string) ([]dag.ObjectID, error) {
@@ -863,7 +874,7 @@ func (d *reader) completions(dst []Completion, arena *[]int64, what string) ([]C
 	// the count is known to fit the data (list checks it again).
 	pos := d.pos
 	if n, some, err := d.array(what); err == nil && some && n <= (len(d.data)-d.pos)/minCompletionBytes {
-		*arena = slices.Grow(*arena, n)
+		*arena = reserve(*arena, n)
 	}
 	d.pos = pos
 	return list(d, dst, minCompletionBytes, what, func(c *Completion) error { return c.decode(d, arena) })
