@@ -863,12 +863,11 @@ func (d *reader) end(err error, what string) error {
 //
 // sizesArena: every completion's Sizes is a piece of one slice, kept
 // with the message for the next decode, rather than a slice of its own.
-// A pull at a thousand raylets carries a few hundred completions, and a
-// pooled request that had carried fewer, or whose entries' own slices
-// were too small, made a slice for each (a third of a second of the
-// head's CPU in three seed jobs on a thousand simulated raylets). When the
-// arena grows, the pieces already cut stay valid in the memory they were
-// written to.
+// A pooled request whose list is shorter than the batch it decodes (a
+// fresh head's first job, or one after the collector emptied the pool)
+// makes the list anew, and each completion in it made a slice too: a
+// pull at a thousand raylets carries hundreds. When the arena grows, the
+// pieces already cut stay valid in the memory they were written to.
 func (d *reader) completions(dst []Completion, arena *[]int64, what string) ([]Completion, error) {
 	// Room for a size a completion (most subtasks have one output), once
 	// the count is known to fit the data (list checks it again).
