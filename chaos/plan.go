@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -182,8 +183,13 @@ type plan struct {
 	drivers int
 	random  bool
 	kinds   []string // for random plans
-	faults  []Fault
-	frng    *rand.Rand
+	// mu guards faults and frng: a random plan draws its faults as they
+	// are first asked for, by the step loop (needsLongJob) and the fault
+	// loop at once. The draws come in one order whoever asks, so the plan
+	// stays the seed's.
+	mu     sync.Mutex
+	faults []Fault
+	frng   *rand.Rand
 }
 
 func newPlan(seed uint64, schedule string, kinds []string, drivers int) (*plan, error) {
@@ -206,6 +212,8 @@ func newPlan(seed uint64, schedule string, kinds []string, drivers int) (*plan, 
 
 // fault returns the i-th fault, or false if the schedule has no more.
 func (p *plan) fault(i int) (Fault, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for p.random && len(p.faults) <= i {
 		prev := 0
 		if n := len(p.faults); n > 0 {
