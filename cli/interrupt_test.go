@@ -112,7 +112,7 @@ func TestBrokenPipeEndsTheCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, bin, "chaos", "--seed", "1", "--duration", "1m", "--heads", "1", "--raylets", "1", "--faults", "kill-raylet")
+	cmd := exec.CommandContext(ctx, bin, "chaos", "--seed", "1", "--duration", "1m", "--heads", "3", "--raylets", "1", "--faults", "pause-follower")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -136,5 +136,40 @@ func TestBrokenPipeEndsTheCommand(t *testing.T) {
 	left, _ := os.ReadDir(tmp)
 	for _, e := range left {
 		t.Errorf("chaos left %s in its temp dir", e.Name())
+	}
+}
+
+// A command started with SIGPIPE ignored (systemd's IgnoreSIGPIPE, the
+// default for services) keeps running when its output's reader goes:
+// its writes fail, it is not stopped. chaos, run this way, finishes its
+// (short) run and exits 0 instead of 1 as an interrupted run does. The
+// Go runtime keeps an inherited ignore even with SIGPIPE notified; this
+// guards that Run never undoes it.
+func TestBrokenPipeIgnoredKeepsRunning(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := buildPhobos(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "sh", "-c", `trap "" PIPE; exec "$0" "$@"`, bin,
+		"chaos", "--seed", "1", "--duration", "3s", "--heads", "3", "--raylets", "1", "--faults", "pause-follower")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	w.Close()
+	line := make([]byte, 4096)
+	n, err := r.Read(line)
+	if err != nil || !bytes.Contains(line[:n], []byte("cluster up")) {
+		t.Fatalf("first output %q, %v; want the cluster-up line", line[:n], err)
+	}
+	r.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("chaos with SIGPIPE ignored: %v once its reader went away, want it to finish its run (exit 0)", err)
 	}
 }

@@ -121,6 +121,10 @@ func Run(args []string) int {
 // its processes' files, and chaos its tmpfs mounts, behind. Once notified,
 // the process is never killed by SIGPIPE again: later writes to the pipe
 // fail instead, while the command cleans up as after an interrupt.
+//
+// A process started with SIGPIPE ignored (systemd's IgnoreSIGPIPE, the
+// default for services) keeps it ignored, Notify or not, so a head whose
+// journal restarts does not stop (TestBrokenPipeIgnoredKeepsRunning).
 func cancelOnBrokenPipe(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
 	pipe := make(chan os.Signal, 1)
