@@ -98,13 +98,10 @@ func Main() {
 
 // Run runs the command args[0] with the arguments after it and returns the
 // exit status: 0 on success, 1 on failure, 2 on a usage mistake. SIGINT
-// and SIGTERM cancel the command's context, and so does a broken pipe on
-// its output (see cancelOnBrokenPipe).
+// and SIGTERM cancel the command's context.
 func Run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := cancelOnBrokenPipe(ctx)
-	defer cancel()
 	go func() {
 		// After the first signal, a second one kills at once: the command
 		// is cleaning up (cancelling its job, stopping its cluster).
@@ -112,31 +109,6 @@ func Run(args []string) int {
 		stop()
 	}()
 	return run(ctx, args, os.Stdout, os.Stderr)
-}
-
-// cancelOnBrokenPipe returns a context that also ends when the process is
-// sent SIGPIPE: a write to stdout or stderr whose reader is gone (phobos
-// chaos | head). Left to Go's default, that write kills the process on
-// the spot, and a command running a cluster (chaos, up, bench) leaves
-// its processes' files, and chaos its tmpfs mounts, behind. Once notified,
-// the process is never killed by SIGPIPE again: later writes to the pipe
-// fail instead, while the command cleans up as after an interrupt.
-//
-// A process started with SIGPIPE ignored (systemd's IgnoreSIGPIPE, the
-// default for services) keeps it ignored, Notify or not, so a head whose
-// journal restarts does not stop (TestBrokenPipeIgnoredKeepsRunning).
-func cancelOnBrokenPipe(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	pipe := make(chan os.Signal, 1)
-	signal.Notify(pipe, syscall.SIGPIPE)
-	go func() {
-		select {
-		case <-pipe:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }
 
 // run runs a command line with the given output streams and returns the
