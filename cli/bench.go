@@ -117,8 +117,15 @@ func newBenchCmd() *cobra.Command {
 			if fs.Changed("warmup") {
 				return usagef("--warmup is for the cluster benchmarks; with --sim-raylets use --sim-warmup")
 			}
-			if *simSlots < 1 || (*heads != 1 && *heads != 3 && *heads != 5) || *simWarmup < 0 || *simRuns < 1 {
-				return usagef("--sim-slots and --sim-runs must be at least 1, --heads 1, 3 or 5 and --sim-warmup at least 0")
+			switch {
+			case *simSlots < 1:
+				return usagef("--sim-slots %d: each simulated raylet needs at least 1 slot", *simSlots)
+			case *heads != 1 && *heads != 3 && *heads != 5:
+				return usagef("--heads %d: run 1, 3 or 5 heads", *heads)
+			case *simWarmup < 0:
+				return usagef("--sim-warmup %d: give 0 (measure a fresh process's first job) or more", *simWarmup)
+			case *simRuns < 1:
+				return usagef("--sim-runs %d: measure each job at least once (1; 3 by default)", *simRuns)
 			}
 			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), warmup: *simWarmup, runs: *simRuns, json: *asJSON, log: log, profile: simProfile}
 			for _, j := range []string{"independent", "seed"} {
