@@ -13,9 +13,25 @@ import (
 // subtasks that was 15% of the process's CPU, on the critical path of every
 // hop (BenchmarkCall: 20 µs → 13 µs a call). A goroutine that ran a call
 // instead waits for the next one, its stack grown, for up to an idle time;
-// at most a cap of them live, and a call that finds none waiting gets a
-// goroutine of its own, which then stays if there is room.
-var calls = newWorkerPool(max(16, 8*runtime.GOMAXPROCS(0)), 30*time.Second, func(j callJob) {
+// a call that finds none waiting gets a goroutine of its own, which then
+// stays if there is room.
+//
+// A head with many raylets has a call in flight from each: a pull waits
+// at the head until there is work, up to half a minute, on its goroutine.
+// With 1,000 raylets and a pool of 16, nearly every call started a
+// goroutine of its own and grew its stack afresh (stack copying was 4% of
+// the head's CPU in the seed example at 1,000 simulated raylets). So up to
+// callWorkersCore workers wait callWorkersIdle between calls, and beyond
+// them up to callWorkersMax wait a short callWorkersExtraIdle: enough to
+// stay while calls keep coming, not to hold a burst's goroutines (a flood
+// of connections) for long.
+const (
+	callWorkersMax       = 8192
+	callWorkersIdle      = 30 * time.Second
+	callWorkersExtraIdle = time.Second
+)
+
+var calls = newWorkerPool(max(16, 8*runtime.GOMAXPROCS(0)), callWorkersMax, callWorkersIdle, callWorkersExtraIdle, func(j callJob) {
 	j.s.runCall(j.m, j.id, j.raw, j.pooled, j.share)
 })
 
@@ -29,17 +45,18 @@ type callJob struct {
 	share  int64
 }
 
-// workerPool runs jobs on goroutines that wait between jobs.
+// workerPool runs jobs on goroutines that wait between jobs: the first
+// core of them for idle, the rest, up to max, for extraIdle.
 type workerPool struct {
-	do    func(callJob)
-	max   int32
-	idle  time.Duration
-	jobs  chan callJob // unbuffered: a send succeeds only to a waiting worker
-	alive atomic.Int32 // workers running a job or waiting for one
+	do              func(callJob)
+	core, max       int32
+	idle, extraIdle time.Duration
+	jobs            chan callJob // unbuffered: a send succeeds only to a waiting worker
+	alive           atomic.Int32 // workers running a job or waiting for one
 }
 
-func newWorkerPool(max int, idle time.Duration, do func(callJob)) *workerPool {
-	return &workerPool{do: do, max: int32(max), idle: idle, jobs: make(chan callJob)}
+func newWorkerPool(core, max int, idle, extraIdle time.Duration, do func(callJob)) *workerPool {
+	return &workerPool{do: do, core: int32(core), max: int32(max), idle: idle, extraIdle: extraIdle, jobs: make(chan callJob)}
 }
 
 // run runs j on a waiting worker, or on a new goroutine.
@@ -49,23 +66,28 @@ func (p *workerPool) run(j callJob) {
 		return
 	default:
 	}
-	if p.alive.Add(1) > p.max {
+	n := p.alive.Add(1)
+	if n > p.max {
 		p.alive.Add(-1)
 		go p.do(j)
 		return
 	}
-	go p.work(j)
+	wait := p.idle
+	if n > p.core {
+		wait = p.extraIdle
+	}
+	go p.work(j, wait)
 }
 
-// work runs j, then the jobs handed to it, until none comes for p.idle.
-func (p *workerPool) work(j callJob) {
+// work runs j, then the jobs handed to it, until none comes for wait.
+func (p *workerPool) work(j callJob, wait time.Duration) {
 	defer p.alive.Add(-1)
-	idle := time.NewTimer(p.idle)
+	idle := time.NewTimer(wait)
 	defer idle.Stop()
 	for {
 		p.do(j)
 		j = callJob{} // hold nothing of the last job while waiting
-		idle.Reset(p.idle)
+		idle.Reset(wait)
 		select {
 		case j = <-p.jobs:
 		case <-idle.C:

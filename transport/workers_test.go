@@ -24,7 +24,7 @@ func goid() uint64 {
 // than the cap.)
 func TestWorkersAreReused(t *testing.T) {
 	ran := make(chan uint64)
-	p := newWorkerPool(4, time.Hour, func(callJob) { ran <- goid() })
+	p := newWorkerPool(4, 4, time.Hour, time.Hour, func(callJob) { ran <- goid() })
 	seen := map[uint64]bool{}
 	for range 50 {
 		p.run(callJob{})
@@ -40,7 +40,7 @@ func TestWorkersAreReused(t *testing.T) {
 func TestWorkersAreCappedAndLeave(t *testing.T) {
 	var wg sync.WaitGroup
 	release := make(chan struct{})
-	p := newWorkerPool(3, time.Millisecond, func(callJob) { <-release; wg.Done() })
+	p := newWorkerPool(3, 3, time.Millisecond, time.Millisecond, func(callJob) { <-release; wg.Done() })
 	wg.Add(10)
 	for range 10 {
 		p.run(callJob{})
@@ -52,5 +52,29 @@ func TestWorkersAreCappedAndLeave(t *testing.T) {
 	wg.Wait()
 	for p.alive.Load() != 0 {
 		runtime.Gosched() // each leaves 1ms after its job
+	}
+}
+
+// Beyond the core, workers up to the cap are kept too (a head with a pull
+// in flight from each of a thousand raylets runs that many calls at once),
+// but leave after the short idle time while the core ones stay.
+func TestWorkersBeyondCoreLeaveSooner(t *testing.T) {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	p := newWorkerPool(2, 5, time.Hour, time.Millisecond, func(callJob) { <-release; wg.Done() })
+	wg.Add(7)
+	for range 7 {
+		p.run(callJob{})
+	}
+	if n := p.alive.Load(); n != 5 {
+		t.Fatalf("%d workers alive with 7 jobs running; want the cap, 5", n)
+	}
+	close(release)
+	wg.Wait()
+	for p.alive.Load() > 2 {
+		runtime.Gosched() // the three beyond the core leave 1ms after their jobs
+	}
+	if n := p.alive.Load(); n != 2 {
+		t.Fatalf("%d workers left once idle; want the core, 2 (they wait an hour)", n)
 	}
 }
