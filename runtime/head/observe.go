@@ -21,9 +21,10 @@ import (
 
 // observer is the loop's own state for timelines and metrics.
 type observer struct {
-	events []timeline.Event // reused batch
-	last   time.Time        // the gauges' last refresh
-	ops    map[opsKey]string
+	events     []timeline.Event // reused batch
+	completion wire.Completion  // the one being recorded
+	last       time.Time        // the gauges' last refresh
+	ops        map[opsKey]string
 }
 
 // opsKey names a subtask's fused ops by its first and last op and their
@@ -67,19 +68,19 @@ func (s *Server) observeEvent(ev sched.Event) {
 	if s.rec == nil {
 		return
 	}
-	var done []wire.Completion
+	var done *wire.Completions
 	var sess sched.Session
 	switch e := ev.(type) {
 	case *sched.Complete:
-		done, sess = e.Done, e.Session
+		done, sess = &e.Done, e.Session
 	case *sched.Pull:
-		if e.Pull != nil {
-			done, sess = e.Pull.Done, e.Session
+		if e.PullIn != nil {
+			done, sess = &e.Done, e.Session
 		}
 	default:
 		return
 	}
-	if len(done) == 0 {
+	if done == nil || done.Len() == 0 {
 		return
 	}
 	raylet := ""
@@ -88,8 +89,9 @@ func (s *Server) observeEvent(ev sched.Event) {
 	}
 	var outcome [3]int
 	o := &s.obs
-	for i := range done {
-		c := &done[i]
+	c := &s.obs.completion
+	for k := range done.Len() {
+		done.At(k, c)
 		end := timeline.Finished
 		switch {
 		case c.Kind == dag.KindCancelled || c.Kind == dag.KindInterrupted:
@@ -114,6 +116,7 @@ func (s *Server) observeEvent(ev sched.Event) {
 			timeline.Event{Time: c.Started + int64(c.TookUS)*1e3, Subtask: c.ID, Kind: end, Attempt: att, Slot: c.Slot, Raylet: raylet,
 				BytesWritten: written, Fetch: time.Duration(c.FetchUS) * time.Microsecond})
 	}
+	*c = wire.Completion{} // holds the batch's memory
 	s.flushTimeline()
 	if s.met != nil {
 		for k, n := range outcome {

@@ -28,7 +28,7 @@ func BenchmarkObservedPullComplete(b *testing.B) {
 	}
 	s := &Server{met: met, rec: timeline.NewRecorder(timeline.Config{})}
 	now := time.Now()
-	var done []wire.Completion
+	var done wire.Completions
 	sizes := []int64{8}
 	b.ReportAllocs()
 	n := 0
@@ -38,8 +38,8 @@ func BenchmarkObservedPullComplete(b *testing.B) {
 		s.lead = &leadership{m: m}
 		b.StartTimer()
 		m.Step(now, lowered)
-		pull := &wire.Pull{Credits: 256}
-		ev := &sched.Pull{Call: 1, Session: sess, Pull: pull}
+		pull := &wire.PullIn{Credits: 256}
+		ev := &sched.Pull{Call: 1, Session: sess, PullIn: pull}
 		for {
 			pull.Done = done
 			s.observeEvent(ev)
@@ -49,13 +49,13 @@ func BenchmarkObservedPullComplete(b *testing.B) {
 			if len(specs) == 0 {
 				break
 			}
-			done = done[:0]
+			done.Reset()
 			for i := range specs {
-				done = append(done, wire.Completion{ID: specs[i].ID, Sizes: sizes, Started: now.UnixNano(), TookUS: 1000})
+				done.Append(&wire.Completion{ID: specs[i].ID, Sizes: sizes, Started: now.UnixNano(), TookUS: 1000})
 			}
 			n += len(specs)
 		}
-		done = done[:0]
+		done.Reset()
 		m.Step(now, &sched.ReleaseJob{Call: 3, Caller: sched.Caller{Name: "bench"}, Task: 1})
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/subtask")

@@ -22,7 +22,7 @@ func BenchmarkSchedulerPullComplete(b *testing.B) {
 		b.Fatal(err)
 	}
 	now := time.Now()
-	var done []wire.Completion
+	var done wire.Completions
 	sizes := []int64{8}
 	b.ReportAllocs()
 	n := 0
@@ -31,8 +31,8 @@ func BenchmarkSchedulerPullComplete(b *testing.B) {
 		m, sess, lowered := benchLeader(b, g, now)
 		b.StartTimer()
 		m.Step(now, lowered) // the job is scheduled
-		pull := &wire.Pull{Credits: 256}
-		ev := &sched.Pull{Call: 1, Session: sess, Pull: pull}
+		pull := &wire.PullIn{Credits: 256}
+		ev := &sched.Pull{Call: 1, Session: sess, PullIn: pull}
 		for {
 			pull.Done = done
 			fx := m.Step(now, ev)
@@ -43,13 +43,13 @@ func BenchmarkSchedulerPullComplete(b *testing.B) {
 			if len(specs) == 0 {
 				break
 			}
-			done = done[:0]
+			done.Reset()
 			for i := range specs {
-				done = append(done, wire.Completion{ID: specs[i].ID, Sizes: sizes})
+				done.Append(&wire.Completion{ID: specs[i].ID, Sizes: sizes})
 			}
 			n += len(specs)
 		}
-		done = done[:0]
+		done.Reset()
 		m.Step(now, &sched.ReleaseJob{Call: 3, Caller: sched.Caller{Name: "bench"}, Task: 1})
 	}
 	if n == 0 {

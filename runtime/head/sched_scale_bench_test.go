@@ -60,10 +60,10 @@ func benchRaylets(b *testing.B, g *dag.TileableGraph, raylets, slots int) {
 	for b.Loop() {
 		b.StopTimer()
 		m, sess, lowered := scaleLeader(b, g, now, raylets, slots)
-		done := make([][]wire.Completion, raylets)
-		pulls := make([]*wire.Pull, raylets)
+		done := make([]wire.Completions, raylets)
+		pulls := make([]*wire.PullIn, raylets)
 		for r := range pulls {
-			pulls[r] = &wire.Pull{Credits: credits}
+			pulls[r] = &wire.PullIn{Credits: credits}
 		}
 		// Every raylet's pull waits at the head when the job comes, as an
 		// idle raylet's does: the job's first wave answers them, a slice
@@ -71,7 +71,7 @@ func benchRaylets(b *testing.B, g *dag.TileableGraph, raylets, slots int) {
 		for r := range raylets {
 			parked := *pulls[r]
 			parked.Wait = time.Second
-			m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], Pull: &parked})
+			m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], PullIn: &parked})
 		}
 		b.StartTimer()
 		cpu0 := processCPU()
@@ -79,7 +79,7 @@ func benchRaylets(b *testing.B, g *dag.TileableGraph, raylets, slots int) {
 			for _, p := range fx.Pulls {
 				r := int(p.Call) - 1
 				for i := range p.Subtasks {
-					done[r] = append(done[r], wire.Completion{ID: p.Subtasks[i].ID, Sizes: sizes})
+					done[r].Append(&wire.Completion{ID: p.Subtasks[i].ID, Sizes: sizes})
 				}
 				total += len(p.Subtasks)
 			}
@@ -91,14 +91,14 @@ func benchRaylets(b *testing.B, g *dag.TileableGraph, raylets, slots int) {
 			idle = 0
 			for r := range raylets {
 				pulls[r].Done = done[r]
-				fx := m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], Pull: pulls[r]})
+				fx := m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], PullIn: pulls[r]})
 				if len(fx.Pulls) != 1 {
 					b.Fatalf("pull answered %d times", len(fx.Pulls))
 				}
 				specs := fx.Pulls[0].Subtasks
-				done[r] = done[r][:0]
+				done[r].Reset()
 				for i := range specs {
-					done[r] = append(done[r], wire.Completion{ID: specs[i].ID, Sizes: sizes})
+					done[r].Append(&wire.Completion{ID: specs[i].ID, Sizes: sizes})
 				}
 				total += len(specs)
 				if len(specs) == 0 {
@@ -248,11 +248,11 @@ func BenchmarkLeaderBigJob(b *testing.B) {
 				lowerSecs := time.Since(t0).Seconds()
 				m.Step(now, lowered)
 				subtasks := 0
-				done := make([][]wire.Completion, len(sess))
+				done := make([]wire.Completions, len(sess))
 				for r := range sess {
-					fx := m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], Pull: &wire.Pull{Credits: 1024}})
+					fx := m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], PullIn: &wire.PullIn{Credits: 1024}})
 					for _, sp := range fx.Pulls[0].Subtasks {
-						done[r] = append(done[r], wire.Completion{ID: sp.ID, Sizes: []int64{8}})
+						done[r].Append(&wire.Completion{ID: sp.ID, Sizes: []int64{8}})
 					}
 					subtasks += len(fx.Pulls[0].Subtasks)
 				}
@@ -268,10 +268,10 @@ func BenchmarkLeaderBigJob(b *testing.B) {
 				for round := 0; subtasks > 0 && round < 1000; round++ {
 					subtasks = 0
 					for r := range sess {
-						fx := m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], Pull: &wire.Pull{Credits: 1024, Done: done[r]}})
-						done[r] = done[r][:0]
+						fx := m.Step(now, &sched.Pull{Call: sched.Call(r + 1), Session: sess[r], PullIn: &wire.PullIn{Credits: 1024, Done: done[r]}})
+						done[r].Reset()
 						for _, sp := range fx.Pulls[0].Subtasks {
-							done[r] = append(done[r], wire.Completion{ID: sp.ID, Sizes: []int64{8}})
+							done[r].Append(&wire.Completion{ID: sp.ID, Sizes: []int64{8}})
 						}
 						subtasks += len(fx.Pulls[0].Subtasks)
 					}

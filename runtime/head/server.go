@@ -464,15 +464,15 @@ func (s *Server) ask(ctx context.Context, ev sched.Event, call sched.Call) (any,
 // pulls and completes hold decoded pull requests and completion batches
 // for reuse.
 var (
-	pulls     = sync.Pool{New: func() any { return new(wire.Pull) }}
-	completes = sync.Pool{New: func() any { return new(wire.Complete) }}
+	pulls     = sync.Pool{New: func() any { return new(wire.PullIn) }}
+	completes = sync.Pool{New: func() any { return new(wire.CompleteIn) }}
 )
 
 // HandleMessage implements transport.Handler.
 func (s *Server) HandleMessage(sess *transport.Session, m transport.Method, b transport.Body) {
 	switch m {
 	case wire.MethodComplete:
-		msg := completes.Get().(*wire.Complete)
+		msg := completes.Get().(*wire.CompleteIn)
 		msg.Reset()
 		if err := b.Decode(msg); err != nil {
 			completes.Put(msg)
@@ -537,7 +537,7 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, b transport.
 	// Pulls come all the time: the request decodes into memory kept from
 	// earlier pulls (the machine copies what it keeps), and the envelope is
 	// reused.
-	req := pulls.Get().(*wire.Pull)
+	req := pulls.Get().(*wire.PullIn)
 	req.Reset()
 	if err := b.Decode(req); err != nil {
 		pulls.Put(req)
@@ -549,7 +549,7 @@ func (s *Server) pull(ctx context.Context, sess *transport.Session, b transport.
 	env := envelopes.Get().(*envelope)
 	call := s.newCall()
 	env.call, env.epoch, env.ack = call, 0, false
-	env.pull = sched.Pull{Call: call, Session: sess, Pull: req}
+	env.pull = sched.Pull{Call: call, Session: sess, PullIn: req}
 	env.ev = &env.pull
 	select {
 	case s.events <- env:

@@ -11,14 +11,15 @@ import (
 // grew about 96× in the head (a 16 MiB Pull took 1.5 GiB, and pooled
 // pulls keep their memory). RegisterRaylet first checks, without
 // allocating, that its items are at least as big as a real one is; then
-// it decodes as before, into the memory a reset message kept. Pull and
-// Complete decode themselves (fast.go) with the same rule; their
-// UnmarshalCBOR keeps it for a caller of the generic decoder.
+// it decodes as before, into the memory a reset message kept. The head
+// decodes pulls and completion batches as PullIn and CompleteIn
+// (completions.go) with the same rule; Pull's and Complete's
+// UnmarshalCBOR keep it for a caller of the generic decoder.
 
 const (
 	// minCompletionBytes is the smallest completion: {1: its 12-byte ID}.
-	// A Completion is 96 bytes, so completions cost at most 6.4× their
-	// encoding (their sizes 8×, the rest about 1×).
+	// The head's record of one is 64 bytes, so completions cost it at
+	// most 4.3× their encoding (their sizes 8×, the rest about 1×).
 	minCompletionBytes = 15
 	// minHeldBytes is the smallest held object: {1: its 16-byte ID}.
 	minHeldBytes = 19

@@ -38,10 +38,14 @@ func TestHeadBoundMessagesAreNotAmplified(t *testing.T) {
 		refused bool
 	}{
 		{"pull of empty completions", arrayFrame(3, n, []byte{0xa0}), &Pull{}, true},
+		{"head's pull of empty completions", arrayFrame(3, n, []byte{0xa0}), &PullIn{}, true},
 		{"complete of empty completions", arrayFrame(1, n, []byte{0xa0}), &Complete{}, true},
+		{"head's complete of empty completions", arrayFrame(1, n, []byte{0xa0}), &CompleteIn{}, true},
 		{"complete of attempt-only completions", arrayFrame(1, n, []byte{0xa1, 0x02, 0x01}), &Complete{}, true},
+		{"head's complete of attempt-only completions", arrayFrame(1, n, []byte{0xa1, 0x02, 0x01}), &CompleteIn{}, true},
 		{"register of empty held objects", arrayFrame(5, n, []byte{0xa0}), &RegisterRaylet{}, true},
 		{"pull of real completions", arrayFrame(3, n, realB), &Pull{}, false},
+		{"head's pull of real completions", arrayFrame(3, n, realB), &PullIn{}, false},
 		{"register of real held objects", arrayFrame(5, n, heldB), &RegisterRaylet{}, false},
 	}
 	for _, c := range cases {
@@ -71,7 +75,7 @@ func TestPullDecodingStaysAllocationFree(t *testing.T) {
 		{ID: dag.PackSubtaskID(1, 1, 2), Sizes: []int64{8, 16}, Fetched: []dag.ObjectID{dag.NewObjectID(dag.PackSubtaskID(1, 1, 9), 0)}},
 	}}
 	b, _ := codec.Marshal(&p)
-	var got Pull
+	var got PullIn
 	if err := codec.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +88,7 @@ func TestPullDecodingStaysAllocationFree(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("decoding a pull into a reset one allocates %v times, want 0", allocs)
 	}
-	var c Complete
+	var c CompleteIn
 	cb, _ := codec.Marshal(&Complete{Done: p.Done})
 	_ = codec.Unmarshal(cb, &c)
 	if allocs := testing.AllocsPerRun(100, func() {
@@ -95,7 +99,11 @@ func TestPullDecodingStaysAllocationFree(t *testing.T) {
 	}); allocs != 0 {
 		t.Errorf("decoding a complete into a reset one allocates %v times, want 0", allocs)
 	}
-	if len(got.Done) != 2 || got.Done[1].Sizes[1] != 16 || got.Credits != 8 {
+	var second Completion
+	if got.Done.Len() == 2 {
+		got.Done.At(1, &second)
+	}
+	if got.Done.Len() != 2 || len(second.Sizes) != 2 || second.Sizes[1] != 16 || len(second.Fetched) != 1 || got.Credits != 8 {
 		t.Fatalf("decoded %+v", got)
 	}
 }

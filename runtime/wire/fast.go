@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/internal/codec"
@@ -805,47 +804,6 @@ func (c *Completion) appendCBOR(dst []byte) []byte {
 	return dst
 }
 
-// DecodeCBOR decodes data into p, as codec.Unmarshal would (into p's
-// memory: see Reset), refusing completions smaller on average than a real
-// one can be before it takes memory for them (see checkItems).
-func (p *Pull) DecodeCBOR(data []byte) error {
-	d := reader{data: data}
-	err := d.fields("pull", func(k uint64) (err error) {
-		switch k {
-		case 1:
-			var v int64
-			v, err = d.int(64, "pull: credits")
-			p.Credits = int(v)
-		case 2:
-			var v int64
-			v, err = d.int(64, "pull: wait")
-			p.Wait = time.Duration(v)
-		case 3:
-			p.Done, err = d.completions(p.Done, &p.sizes, "pull: completions")
-		case 4:
-			p.FreesInReply, err = d.bool("pull: frees in reply")
-		default:
-			err = d.skip(0)
-		}
-		return err
-	})
-	return d.end(err, "pull")
-}
-
-// DecodeCBOR decodes data into c, as codec.Unmarshal would (see Pull's).
-func (c *Complete) DecodeCBOR(data []byte) error {
-	d := reader{data: data}
-	err := d.fields("complete", func(k uint64) (err error) {
-		if k == 1 {
-			c.Done, err = d.completions(c.Done, &c.sizes, "complete: completions")
-		} else {
-			err = d.skip(0)
-		}
-		return err
-	})
-	return d.end(err, "completions")
-}
-
 // end finishes a decode that ended with err: the message must be all of
 // the data. Errors are invalid argument (malformed input).
 func (d *reader) end(err error, what string) error {
@@ -856,67 +814,6 @@ func (d *reader) end(err error, what string) error {
 		return dag.Errorf(dag.KindInvalidArgument, "%w", err)
 	}
 	return nil
-}
-
-// completions reads an array of completions into dst's memory, their
-// sizes into *arena's.
-//
-// sizesArena: every completion's Sizes is a piece of one slice, kept
-// with the message for the next decode, rather than a slice of its own.
-// A pooled request whose list is shorter than the batch it decodes (a
-// fresh head's first job, or one after the collector emptied the pool)
-// makes the list anew, and each completion in it made a slice too: a
-// pull at a thousand raylets carries hundreds. When the arena grows, the
-// pieces already cut stay valid in the memory they were written to.
-func (d *reader) completions(dst []Completion, arena *[]int64, what string) ([]Completion, error) {
-	// Room for a size a completion (most subtasks have one output), once
-	// the count is known to fit the data (list checks it again).
-	pos := d.pos
-	if n, some, err := d.array(what); err == nil && some && n <= (len(d.data)-d.pos)/minCompletionBytes {
-		*arena = reserve(*arena, n)
-	}
-	d.pos = pos
-	return list(d, dst, minCompletionBytes, what, func(c *Completion) error { return c.decode(d, arena) })
-}
-
-func (c *Completion) decode(d *reader, arena *[]int64) error {
-	return d.fields("completion", func(k uint64) (err error) {
-		switch k {
-		case 1:
-			err = d.id(c.ID[:], "completion: id")
-		case 2:
-			var v int64
-			v, err = d.int(64, "completion: attempt")
-			c.Attempt = int(v)
-		case 3:
-			c.Sizes, err = d.int64sOnto(arena, "completion: sizes")
-		case 4:
-			var v uint64
-			v, err = d.uint(math.MaxUint16, "completion: kind")
-			c.Kind = dag.Kind(v)
-		case 5:
-			c.Error, err = d.text("completion: error")
-		case 6:
-			c.Fetched, err = d.objectIDs(c.Fetched, "completion: fetched")
-		case 7:
-			var v int64
-			v, err = d.int(16, "completion: slot")
-			c.Slot = int16(v)
-		case 8:
-			c.Started, err = d.int(64, "completion: started")
-		case 9:
-			var v uint64
-			v, err = d.uint(math.MaxUint32, "completion: took")
-			c.TookUS = uint32(v)
-		case 10:
-			var v uint64
-			v, err = d.uint(math.MaxUint32, "completion: fetch")
-			c.FetchUS = uint32(v)
-		default:
-			err = d.skip(0)
-		}
-		return err
-	})
 }
 
 // FreeObjects carries the frees that cannot ride on a pull reply, to

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	"github.com/phobos-project/phobos/dag"
@@ -95,7 +96,7 @@ func TestCompletionsResetLeavesNothingBehind(t *testing.T) {
 	bigB, _ := codec.Marshal(&big)
 	smallB, _ := codec.Marshal(&small)
 
-	var p Pull
+	var p PullIn
 	if err := codec.Unmarshal(bigB, &p); err != nil {
 		t.Fatal(err)
 	}
@@ -103,15 +104,16 @@ func TestCompletionsResetLeavesNothingBehind(t *testing.T) {
 	if err := codec.Unmarshal(smallB, &p); err != nil {
 		t.Fatal(err)
 	}
-	c := p.Done[0]
-	if p.Wait != 0 || len(p.Done) != 1 || c.Attempt != 0 || c.Error != "" || c.Kind != 0 || len(c.Fetched) != 0 ||
+	var c Completion
+	p.Done.At(0, &c)
+	if p.Wait != 0 || p.Done.Len() != 1 || c.Attempt != 0 || c.Error != "" || c.Kind != 0 || len(c.Fetched) != 0 ||
 		len(c.Sizes) != 1 || c.Sizes[0] != 24 {
 		t.Fatalf("decoded into a reset pull: %+v", p)
 	}
 
 	cm := Complete{Done: big.Done}
 	cmB, _ := codec.Marshal(&cm)
-	var got Complete
+	var got CompleteIn
 	if err := codec.Unmarshal(cmB, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -120,16 +122,17 @@ func TestCompletionsResetLeavesNothingBehind(t *testing.T) {
 	if err := codec.Unmarshal(one, &got); err != nil {
 		t.Fatal(err)
 	}
-	if c := got.Done[0]; len(got.Done) != 1 || c.Error != "" || c.Attempt != 0 || len(c.Fetched) != 0 {
+	got.Done.At(0, &c)
+	if got.Done.Len() != 1 || c.Error != "" || c.Attempt != 0 || len(c.Fetched) != 0 {
 		t.Fatalf("decoded into a reset complete: %+v", got)
 	}
 }
 
 // TestPullDecodesIntoItsMemory: each completion's sizes go into the
-// pull's arena, not a slice of their own. A pull decodes a batch larger
-// than any it held in two allocations (the list and the arena), not one
-// a completion; a reset pull decodes one no larger than it held before
-// without allocating.
+// batch's list of sizes, not a slice of their own. The head decodes a
+// batch larger than any it held in two allocations (the records and the
+// sizes), not one a completion; a reset pull decodes one no larger than it
+// held before without allocating.
 func TestPullDecodesIntoItsMemory(t *testing.T) {
 	batch := func(n, outs int) []byte {
 		p := Pull{Credits: 64, FreesInReply: true}
@@ -145,14 +148,14 @@ func TestPullDecodesIntoItsMemory(t *testing.T) {
 	}
 	big, few, many := batch(300, 2), batch(20, 1), batch(300, 1)
 	if allocs := testing.AllocsPerRun(50, func() {
-		var fresh Pull
+		var fresh PullIn
 		if err := fresh.DecodeCBOR(many); err != nil {
 			t.Fatal(err)
 		}
 	}); allocs > 2 {
-		t.Errorf("decoding 300 completions into a new pull allocates %v times, want 2 (the list and the sizes)", allocs)
+		t.Errorf("decoding 300 completions into a new pull allocates %v times, want 2 (the records and the sizes)", allocs)
 	}
-	var p Pull
+	var p PullIn
 	for _, b := range [][]byte{big, few} {
 		p.Reset()
 		if err := p.DecodeCBOR(b); err != nil {
@@ -168,7 +171,9 @@ func TestPullDecodesIntoItsMemory(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("decoding 300 completions into a reset pull that held 300 allocates %v times, want 0", allocs)
 	}
-	for i, c := range p.Done {
+	for i := range p.Done.Len() {
+		var c Completion
+		p.Done.At(i, &c)
 		if len(c.Sizes) != 1 || c.Sizes[0] != int64(8*(i+1)) {
 			t.Fatalf("completion %d: sizes %v, want [%d]", i, c.Sizes, 8*(i+1))
 		}
@@ -214,5 +219,52 @@ func TestPullReplyResetAcrossSizes(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("reply %d decoded into reused memory:\n %+v\nfresh:\n %+v", k, r, fresh)
 		}
+	}
+}
+
+// The head's batches of completions hold no pointers: the collector marks
+// their memory without reading it (see Completions). A field of a type
+// with pointers (a string, a slice) added to a record fails this.
+func TestCompletionsHoldNoPointers(t *testing.T) {
+	var b Completions
+	for _, f := range reflect.VisibleFields(reflect.TypeOf(b)) {
+		if hasPointers(f.Type.Elem()) {
+			t.Errorf("Completions.%s is a list of %s, which holds pointers", f.Name, f.Type.Elem())
+		}
+	}
+}
+
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.String, reflect.Map, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+		return true
+	case reflect.Array:
+		return t.Len() > 0 && hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// At gives back what Append took, and a reset batch forgets it.
+func TestCompletionsRoundTrip(t *testing.T) {
+	cs := []Completion{
+		{ID: dag.PackSubtaskID(1, 1, 1), Attempt: 2, Sizes: []int64{8, 16}, Slot: 3, Started: 7, TookUS: 9, FetchUS: 1,
+			Fetched: []dag.ObjectID{dag.NewObjectID(dag.PackSubtaskID(1, 1, 7), 0)}},
+		{ID: dag.PackSubtaskID(1, 1, 2), Kind: dag.KindFatal, Error: "boom"},
+		{ID: dag.PackSubtaskID(1, 1, 3), Sizes: []int64{24}},
+	}
+	b := CompletionsOf(cs...)
+	if got := b.list(); !reflect.DeepEqual(got, cs) {
+		t.Fatalf("At gives\n%+v\nwant\n%+v", got, cs)
+	}
+	b.Reset()
+	b.Append(&cs[2])
+	if got := b.list(); !reflect.DeepEqual(got, cs[2:]) {
+		t.Fatalf("after Reset and one Append: %+v, want %+v", got, cs[2:])
 	}
 }

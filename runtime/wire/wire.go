@@ -112,10 +112,6 @@ type Pull struct {
 	// on it that Done made garbage then ride on the reply (when it goes at
 	// once) instead of a FreeObjects message of their own.
 	FreesInReply bool `cbor:"4,keyasint,omitempty"`
-
-	// sizes is where the fast decoder puts every completion's Sizes, one
-	// after another (see sizesArena).
-	sizes []int64
 }
 
 // PullReply carries subtasks, highest priority first, and objects the
@@ -233,15 +229,12 @@ func IsExternal(ref int32) (k int, ok bool) {
 // Complete reports finished (or failed) subtasks.
 type Complete struct {
 	Done []Completion `cbor:"1,keyasint"`
-
-	sizes []int64 // as Pull's
 }
 
 // Completion is the outcome of one attempt of one subtask.
 //
-// Its fields are ordered to pack (Kind and Slot fill the ID's padding):
-// the head decodes hundreds of thousands of them into one slice, which must
-// stay within a small factor of their frames (bounds_test.go).
+// Its fields are ordered to pack (Kind and Slot fill the ID's padding). The
+// head decodes them into a batch without pointers instead (Completions).
 type Completion struct {
 	ID dag.SubtaskID `cbor:"1,keyasint"`
 	// Kind and Error describe a failure; Kind 0 with an empty Error is success.
@@ -276,26 +269,6 @@ const MaxMicros = 1<<32 - 1
 // MaxMicros.
 func Micros(d time.Duration) uint32 {
 	return uint32(min(max(d.Microseconds(), 0), MaxMicros))
-}
-
-// Reset empties p for decoding into again, keeping its completions' memory.
-func (p *Pull) Reset() { *p = Pull{Done: resetCompletions(p.Done), sizes: p.sizes[:0]} }
-
-// Reset empties c for decoding into again, keeping its completions' memory.
-func (c *Complete) Reset() { *c = Complete{Done: resetCompletions(c.Done), sizes: c.sizes[:0]} }
-
-// resetCompletions empties d, keeping its memory. It clears only d's
-// length: what lies beyond is clean already, since decoding (grow) only
-// ever writes within the length it sets, and every reset clears that. A
-// pooled batch grown to thousands once (a pull at ten raylets) then costs
-// a pull of a hundred no more than its hundred. The sizes are in the
-// message's arena (sizesArena), which is reset with it.
-func resetCompletions(d []Completion) []Completion {
-	for i := range d {
-		c := &d[i]
-		*c = Completion{Fetched: c.Fetched[:0]}
-	}
-	return d[:0]
 }
 
 // Failed reports whether the attempt failed.

@@ -133,13 +133,13 @@ type SessionClosed struct {
 type Pull struct {
 	Call    Call
 	Session Session
-	*wire.Pull
+	*wire.PullIn
 }
 
 // Complete is a raylet's one-way batch of completions.
 type Complete struct {
 	Session Session
-	Done    []wire.Completion
+	Done    wire.Completions
 }
 
 // Submit is a driver's MethodSubmitJob, checked and estimated by the

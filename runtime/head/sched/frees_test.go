@@ -82,7 +82,7 @@ func TestFreesGoAtOnceWithoutFreesInReply(t *testing.T) {
 	h.addJob(1, seed(20, 5), 0)
 	r := h.raylet("A")
 	c := h.call("pull A")
-	h.step(&Pull{Call: c, Session: r.sess, Pull: &wire.Pull{Credits: 8}})
+	h.step(&Pull{Call: c, Session: r.sess, PullIn: &wire.PullIn{Credits: 8}})
 	specs, _ := h.got[c].Value.([]wire.SubtaskSpec)
 	if len(specs) == 0 {
 		t.Fatal("no work")

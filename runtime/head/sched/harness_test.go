@@ -502,9 +502,9 @@ func (h *harness) raylet(name string) *fakeRaylet {
 func (h *harness) pull(name string, n int, wait time.Duration, done ...wire.Completion) []wire.SubtaskSpec {
 	fr := h.raylet(name)
 	c := h.call("pull " + name)
-	p := &wire.Pull{Credits: n, Wait: wait, Done: done, FreesInReply: h.pullFrees == nil || h.pullFrees(done)}
+	p := &wire.PullIn{Credits: n, Wait: wait, Done: wire.CompletionsOf(done...), FreesInReply: h.pullFrees == nil || h.pullFrees(done)}
 	h.noteDone(fr, done)
-	h.step(&Pull{Call: c, Session: fr.sess, Pull: p})
+	h.step(&Pull{Call: c, Session: fr.sess, PullIn: p})
 	rp, ok := h.got[c]
 	if !ok || rp.Err != nil {
 		return nil
@@ -518,7 +518,7 @@ func (h *harness) pull(name string, n int, wait time.Duration, done ...wire.Comp
 func (h *harness) report(name string, done []wire.Completion) {
 	fr := h.raylet(name)
 	h.noteDone(fr, done)
-	h.step(&Complete{Session: fr.sess, Done: done})
+	h.step(&Complete{Session: fr.sess, Done: wire.CompletionsOf(done...)})
 }
 
 // noteDone takes reported subtasks off a raylet's running list and puts

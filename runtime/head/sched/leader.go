@@ -193,6 +193,7 @@ type Leader struct {
 	replyFree     []dag.ObjectID       // pull replies' frees, kept until the next Step
 	freeTimer     bool                 // the TimerFrees timer is set
 	specBuf       []wire.SubtaskSpec
+	completion    wire.Completion // the one being applied (see complete)
 }
 
 // New returns the Leader of a new leadership.
@@ -228,7 +229,7 @@ func (l *Leader) Step(now time.Time, ev Event) *Effects {
 	case *Pull:
 		l.pull(e)
 	case *Complete:
-		l.complete(e.Session, e.Done)
+		l.complete(e.Session, &e.Done)
 	case *Heartbeat:
 		l.heartbeat(e)
 	case *Resume: // settle serves the raylets still waiting

@@ -247,7 +247,7 @@ func (l *Leader) pull(ev *Pull) {
 	}
 	rv := l.s.raylets[r]
 	l.s.takesFrees(r, ev.FreesInReply)
-	l.complete(ev.Session, ev.Done)
+	l.complete(ev.Session, &ev.Done)
 	if rv.parked.call != 0 { // a pull it gave up on: superseded
 		l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r})
 		l.unpark(r)
@@ -381,15 +381,18 @@ func (l *Leader) takeFrees(r Raylet) []dag.ObjectID {
 // a completion batch shows the raylet alive as a heartbeat does: under
 // load a heartbeat may wait behind the raylet's own pulls and reports, and
 // a raylet that keeps pulling must not be taken for lost meanwhile.
-func (l *Leader) complete(sess Session, done []wire.Completion) {
+func (l *Leader) complete(sess Session, done *wire.Completions) {
 	r, ok := l.bySess[sess]
 	if !ok {
 		return
 	}
 	l.s.raylets[r].lastBeat = l.now
-	for i := range done {
-		l.s.Complete(r, &done[i])
+	c := &l.completion
+	for k := range done.Len() {
+		done.At(k, c)
+		l.s.Complete(r, c)
 	}
+	*c = wire.Completion{} // holds the batch's memory
 }
 
 // rayletInfos is how this leader sees each raylet it knows.

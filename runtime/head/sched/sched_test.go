@@ -342,7 +342,7 @@ func TestLostRayletRebuildsThroughLineage(t *testing.T) {
 	h.addRaylet("B", 2)
 	sess := h.raylet("A").sess
 	h.lose("A")
-	h.step(&Complete{Session: sess, Done: []wire.Completion{ok(last)}}) // too late: A is lost, so this is ignored
+	h.step(&Complete{Session: sess, Done: wire.CompletionsOf(ok(last))}) // too late: A is lost, so this is ignored
 	h.run("B")
 	st, _ := h.status(1, true)
 	if st.Status != dag.JobSucceeded {
@@ -385,8 +385,8 @@ func TestStaleCompletionIgnored(t *testing.T) {
 	}
 	other = map[string]string{"A": "B", "B": "A"}[name]
 	sess := h.raylet(name).sess
-	h.lose(name)                                                         // its subtask moves to the other raylet
-	h.step(&Complete{Session: sess, Done: []wire.Completion{ok(sp[0])}}) // the lost raylet reports anyway
+	h.lose(name)                                                          // its subtask moves to the other raylet
+	h.step(&Complete{Session: sess, Done: wire.CompletionsOf(ok(sp[0]))}) // the lost raylet reports anyway
 	if info := h.info(1); info.Status != dag.JobRunning {
 		t.Fatalf("a stale completion finished the job: %+v", info)
 	}
@@ -562,7 +562,7 @@ func TestRebuiltSubtaskIgnoresItsOldCompletion(t *testing.T) {
 	// A sends the source's first completion again. Its raylet no longer
 	// holds the output (the fake A's store lost it with the free), so
 	// the step itself would fail checkStores if the leader took it.
-	h.step(&Complete{Session: h.raylet("A").sess, Done: []wire.Completion{ok(src)}})
+	h.step(&Complete{Session: h.raylet("A").sess, Done: wire.CompletionsOf(ok(src))})
 	if j.state[i] == Finished {
 		t.Fatalf("the old completion of %s finished its rebuild", h.sid(src.ID))
 	}
@@ -610,7 +610,7 @@ func TestRebuildOnTheSameRayletIgnoresTheOldRun(t *testing.T) {
 	}
 	// A sends the old run's completion again while the rebuild runs; A's
 	// store lacks the output (checkStores fails the step if it counts).
-	h.step(&Complete{Session: h.raylet("A").sess, Done: []wire.Completion{ok(old)}})
+	h.step(&Complete{Session: h.raylet("A").sess, Done: wire.CompletionsOf(ok(old))})
 	if j.state[i] != Running {
 		t.Fatalf("%s is %v after its old completion came again, want RUNNING", h.sid(old.ID), j.state[i])
 	}
