@@ -72,9 +72,10 @@ func newBenchCmd() *cobra.Command {
 		// --cpuprofile's file, named after the job: a profile of the
 		// whole process would mix in the thousand raylets' registration
 		// and goodbyes, which dwarf a job.
-		simProfile := ""
+		simProfile, simHeap := "", ""
 		if *simRaylets > 0 {
 			simProfile, prof.cpu = prof.cpu, ""
+			simHeap, prof.mem = prof.mem, ""
 		}
 		stopProfiles, err := prof.start()
 		if err != nil {
@@ -127,7 +128,7 @@ func newBenchCmd() *cobra.Command {
 			case *simRuns < 1:
 				return usagef("--sim-runs %d: measure each job at least once (1; 3 by default)", *simRuns)
 			}
-			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), warmup: *simWarmup, runs: *simRuns, json: *asJSON, log: log, profile: simProfile}
+			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), warmup: *simWarmup, runs: *simRuns, json: *asJSON, log: log, profile: simProfile, heapProfile: simHeap}
 			for _, j := range []string{"independent", "seed"} {
 				if run(j) {
 					b.jobs = append(b.jobs, j)

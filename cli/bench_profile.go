@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 
@@ -12,11 +13,12 @@ import (
 // profileFlags write a CPU profile or an execution trace of this process
 // while bench runs: with the embedded cluster, of heads and raylets
 // together (how docs/performance.md's breakdown was found).
-type profileFlags struct{ cpu, trace string }
+type profileFlags struct{ cpu, mem, trace string }
 
 func registerProfileFlags(fs *pflag.FlagSet) *profileFlags {
 	f := &profileFlags{}
 	fs.StringVar(&f.cpu, "cpuprofile", "", "write a CPU profile of this process to this file (with --sim-raylets, of each job while it runs, to FILE.JOB)")
+	fs.StringVar(&f.mem, "memprofile", "", "write a heap profile of this process (what is live after a collection) to this file when bench ends (with --sim-raylets, after each job's measured runs, to FILE.JOB)")
 	fs.StringVar(&f.trace, "trace", "", "write an execution trace of this process to this file (go tool trace)")
 	return f
 }
@@ -39,6 +41,13 @@ func (f *profileFlags) start() (stop func(), err error) {
 		}
 		stops = append(stops, func() { pprof.StopCPUProfile(); w.Close() })
 	}
+	if f.mem != "" {
+		stops = append(stops, func() {
+			if err := writeHeapProfile(f.mem); err != nil {
+				fmt.Fprintf(os.Stderr, "phobos bench: --memprofile: %v\n", err)
+			}
+		})
+	}
 	if f.trace != "" {
 		w, err := os.Create(f.trace)
 		if err != nil {
@@ -53,4 +62,19 @@ func (f *profileFlags) start() (stop func(), err error) {
 		stops = append(stops, func() { trace.Stop(); w.Close() })
 	}
 	return stop, nil
+}
+
+// writeHeapProfile writes a profile of the live heap to path, after a
+// collection so that it shows what is live now.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -24,6 +24,7 @@ type simBench struct {
 	runs                  int      // measured runs of each job (the fastest is reported)
 	json                  bool
 	profile               string // each job's CPU profile goes to profile + "." + job ("": none)
+	heapProfile           string // and a heap profile after its measured runs to heapProfile + "." + job
 	log                   *slog.Logger
 }
 
@@ -86,6 +87,11 @@ func runSimBench(ctx context.Context, b simBench) error {
 			rates = append(rates, m.PerSec)
 			if k == 0 || m.Seconds < r.Seconds {
 				r = m
+			}
+		}
+		if b.heapProfile != "" {
+			if err := writeHeapProfile(b.heapProfile + "." + job); err != nil {
+				return fmt.Errorf("bench: --memprofile: %w", err)
 			}
 		}
 		r.Runs, r.RunsPerSec = len(rates), rates

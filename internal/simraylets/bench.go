@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -76,10 +77,20 @@ type Result struct {
 	// within a minute.
 	HeapAfterFrees float64 `json:"heap_bytes_after_frees"`
 	// PeakRSS is the process's peak resident set (VmHWM) so far.
-	PeakRSS int64   `json:"peak_rss_bytes"`
-	PullP50 float64 `json:"pull_p50_us"`
-	PullP99 float64 `json:"pull_p99_us"`
-	Pulls   int64   `json:"pulls"`
+	PeakRSS int64 `json:"peak_rss_bytes"`
+	// GCCPUPerSubtask is the collector's CPU seconds per subtask while
+	// the job ran, as the runtime estimates them (marking by its own
+	// workers and by allocating goroutines, and its pauses), GCCycles
+	// the collections that ran, and ScanBytes what each of them had to
+	// scan before the job came: the heap the collector must read for
+	// pointers (memory of types without them it only marks), the
+	// goroutines' stacks and globals. All are the whole process's.
+	GCCPUPerSubtask float64 `json:"gc_cpu_s_per_subtask"`
+	GCCycles        int64   `json:"gc_cycles"`
+	ScanBytes       int64   `json:"gc_scan_bytes"`
+	PullP50         float64 `json:"pull_p50_us"`
+	PullP99         float64 `json:"pull_p99_us"`
+	Pulls           int64   `json:"pulls"`
 	// FreeMessages is the FreeObjects messages the raylets were sent:
 	// frees that did not ride on a pull reply.
 	FreeMessages int64 `json:"free_messages"`
@@ -108,6 +119,7 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	var before, done, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	gc0 := readGC()
 	c.ResetStats()
 	cpu0, faults0 := processCPU()
 	var (
@@ -149,6 +161,7 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	}
 	cpu, faults := processCPU()
 	cpu, faults = cpu-cpu0, faults-faults0
+	gc1 := readGC()
 	stats := c.Stats()
 	runtime.GC()
 	runtime.ReadMemStats(&done)
@@ -169,6 +182,9 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	r.N, r.Seconds, r.PerSec = int64(st.Subtasks), secs, n/secs
 	r.ProcessCPUPerSubtask = cpu / n
 	r.PageFaults = faults
+	r.GCCPUPerSubtask = (gc1.cpu - gc0.cpu) / n
+	r.GCCycles = int64(gc1.cycles - gc0.cycles)
+	r.ScanBytes = int64(gc0.scan)
 	if byLabel != nil {
 		r.HeadCPUPerSubtask = byLabel[LabelHead] / n
 	}
@@ -183,6 +199,38 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	r.Pulls = stats.Pulls
 	r.FreeMessages = stats.FreeMessages
 	return r, nil
+}
+
+// gcStats are the collector's counters (runtime/metrics).
+type gcStats struct {
+	cpu    float64 // CPU seconds, estimated
+	cycles uint64
+	scan   uint64 // bytes a collection scans: heap, stacks and globals
+}
+
+var gcMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/gc/cycles/total:gc-cycles",
+	"/gc/scan/heap:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"}
+
+func readGC() gcStats {
+	ms := make([]metrics.Sample, len(gcMetrics))
+	for i, name := range gcMetrics {
+		ms[i].Name = name
+	}
+	metrics.Read(ms)
+	var g gcStats
+	for _, m := range ms {
+		switch m.Value.Kind() {
+		case metrics.KindFloat64:
+			g.cpu = m.Value.Float64()
+		case metrics.KindUint64:
+			if m.Name == "/gc/cycles/total:gc-cycles" {
+				g.cycles = m.Value.Uint64()
+			} else {
+				g.scan += m.Value.Uint64()
+			}
+		}
+	}
+	return g
 }
 
 // processCPU is the process's user and system CPU seconds so far, and
