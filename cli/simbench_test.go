@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +29,8 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 		warmup int
 		runs   int
 	}{{nil, 1, 3}, {[]string{"--sim-warmup", "0", "--sim-runs", "1"}, 0, 1}} {
-		args := append([]string{"bench", "--sim-raylets", "2", "--sim-slots", "2", "--scale", "0.001", "--only", "independent", "--json"}, tc.flags...)
+		heap := filepath.Join(t.TempDir(), "heap")
+		args := append([]string{"bench", "--sim-raylets", "2", "--sim-slots", "2", "--scale", "0.001", "--only", "independent", "--json", "--memprofile", heap}, tc.flags...)
 		out, err := exec.CommandContext(ctx, bin, args...).Output()
 		if err != nil {
 			t.Fatalf("phobos %s: %v", strings.Join(args, " "), err)
@@ -41,6 +44,8 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 			ColdPerSec float64 `json:"cold_per_sec"`
 			Runs       int
 			RunsPerSec []float64 `json:"runs_per_sec"`
+			GCCycles   *int64    `json:"gc_cycles"`
+			ScanBytes  int64     `json:"gc_scan_bytes"`
 		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("%v: output %q: %v", tc.flags, out, err)
@@ -53,6 +58,13 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 		}
 		if r.Runs != tc.runs || len(r.RunsPerSec) != tc.runs || slices.Max(r.RunsPerSec) != r.PerSec {
 			t.Fatalf("%v: runs %d, runs_per_sec %v, per_sec %v; want %d runs, the fastest reported", tc.flags, r.Runs, r.RunsPerSec, r.PerSec, tc.runs)
+		}
+		if r.GCCycles == nil || r.ScanBytes <= 0 {
+			t.Fatalf("%v: gc_cycles %v, gc_scan_bytes %d; want the collector's figures", tc.flags, r.GCCycles, r.ScanBytes)
+		}
+		// The heap profile of the job: a gzipped protocol buffer.
+		if b, err := os.ReadFile(heap + ".independent"); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("%v: --memprofile wrote %d bytes (%v); want a gzipped profile in %s.independent", tc.flags, len(b), err, heap)
 		}
 	}
 	var ee *exec.ExitError
