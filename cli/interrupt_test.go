@@ -98,3 +98,43 @@ func TestInterruptCancelsTheJob(t *testing.T) {
 		t.Fatalf("phobos job %d: %v: %s", job.Task, err, out)
 	}
 }
+
+// A reader that goes away (phobos chaos | head) ends the command as an
+// interrupt does: chaos stops its cluster and removes its directory
+// instead of being killed by SIGPIPE at its next log line, which left the
+// directory, its tmpfs mounts and the cluster's processes behind.
+func TestBrokenPipeEndsTheCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := buildPhobos(t)
+	tmp := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "chaos", "--seed", "1", "--duration", "1m", "--heads", "3", "--raylets", "1", "--faults", "pause-follower")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	w.Close()
+	// The first progress line says the cluster is up; then the reader goes.
+	line := make([]byte, 4096)
+	n, err := r.Read(line)
+	if err != nil || !bytes.Contains(line[:n], []byte("cluster up")) {
+		t.Fatalf("first output %q, %v; want the cluster-up line", line[:n], err)
+	}
+	r.Close()
+	err = cmd.Wait()
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		t.Fatalf("chaos was killed by %v once its reader went away, want it to stop and clean up (%v)", ws.Signal(), err)
+	}
+	left, _ := os.ReadDir(tmp)
+	for _, e := range left {
+		t.Errorf("chaos left %s in its temp dir", e.Name())
+	}
+}

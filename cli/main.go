@@ -98,10 +98,13 @@ func Main() {
 
 // Run runs the command args[0] with the arguments after it and returns the
 // exit status: 0 on success, 1 on failure, 2 on a usage mistake. SIGINT
-// and SIGTERM cancel the command's context.
+// and SIGTERM cancel the command's context, and so does the reader of its
+// stdout or stderr going away (see cancelOnBrokenOutput).
 func Run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := cancelOnBrokenOutput(ctx, nil, 1, 2)
+	defer cancel()
 	go func() {
 		// After the first signal, a second one kills at once: the command
 		// is cleaning up (cancelling its job, stopping its cluster).
