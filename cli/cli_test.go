@@ -82,9 +82,14 @@ func TestCLIBench(t *testing.T) {
 	bin := buildPhobos(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "bench", "--scale", "0.01", "--json").Output()
+	heap := filepath.Join(t.TempDir(), "heap")
+	out, err := exec.CommandContext(ctx, bin, "bench", "--scale", "0.01", "--json", "--memprofile", heap).Output()
 	if err != nil {
 		t.Fatalf("phobos bench: %v", err)
+	}
+	// --memprofile: a gzipped profile of the heap once the bench ended.
+	if b, err := os.ReadFile(heap); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("bench --memprofile wrote %d bytes (%v); want a gzipped heap profile", len(b), err)
 	}
 	names := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
