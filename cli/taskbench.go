@@ -54,6 +54,7 @@ func runTaskBench(ctx context.Context, args []string) error {
 	output := fs.Int64("output", bench.MinTaskBenchOutputBytes, "bytes each task outputs")
 	start := fs.Duration("start", time.Millisecond, "kernel time of a task at the sweep's first point (halved at each next point)")
 	reps := fs.Int("reps", 3, "runs per point (the fastest counts)")
+	passes := fs.Int("passes", 2, "times the whole sweep runs, every point --reps times in each; a point's fastest run of all counts (a burst of other work then has to meet every pass to spoil a point)")
 	threshold := fs.Float64("threshold", 0.5, "efficiency at which METG is taken")
 	peakFlag := fs.Float64("peak-flops", 0, "peak FLOP/s of the cores (default: measured here, the kernel alone on --cores goroutines, before every point; the highest counts)")
 	raylets := fs.Int("raylets", 1, "raylets of the embedded cluster")
@@ -77,6 +78,8 @@ func runTaskBench(ctx context.Context, args []string) error {
 		return usagef("--threshold %g must be in (0, 1]", *threshold)
 	case *start <= 0 || *reps < 1:
 		return usagef("--start and --reps must be positive")
+	case *passes < 1:
+		return usagef("--passes %d: run the sweep at least once (1; 2 by default)", *passes)
 	}
 	if *width == 0 {
 		*width = int64(*cores)
@@ -138,7 +141,7 @@ func runTaskBench(ctx context.Context, args []string) error {
 	for _, p := range pats {
 		g := bench.TaskGraph{Pattern: p, Width: *width, Steps: *steps, OutputBytes: *output}
 		perIter := float64(*cores) * bench.FLOPsPerIteration / peak // seconds per iteration on one core
-		s := bench.Sweep{Graph: g, Cores: *cores, Peak: peak, Threshold: *threshold, Reps: *reps,
+		s := bench.Sweep{Graph: g, Cores: *cores, Peak: peak, Threshold: *threshold, Reps: *reps, Passes: *passes,
 			Start: max(1, int64(start.Seconds()/perIter)), Repeak: repeak}
 		if *peakFlag > 0 {
 			s.Repeak = nil

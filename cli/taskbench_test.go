@@ -80,6 +80,7 @@ func TestCLITaskBenchRefusesBadFlags(t *testing.T) {
 		{"--threshold", "2"},
 		{"--cores", "0"},
 		{"--output", "4"},
+		{"--passes", "0"},
 	} {
 		err := runTaskBench(context.Background(), args)
 		var ue usageError

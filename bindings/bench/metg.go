@@ -121,6 +121,15 @@ type Sweep struct {
 	// shared machine other work only ever slows a run down, and the peak is
 	// a best-of too.)
 	Reps int
+	// Passes, when more than 1, runs the whole sweep again that many times
+	// over, every point Reps times more, and keeps each point's fastest
+	// run of all. A point's repetitions follow one another within a
+	// fraction of a second, so a burst of other work lasting longer
+	// spoils all of them, and one spoiled point near the threshold moves
+	// METG by a factor of two; runs of one point a sweep apart rarely all
+	// meet one burst. If the finer points then reach the threshold, the
+	// sweep goes on down as the first pass would have.
+	Passes int
 }
 
 // Run calls run for each point (the graph with its iteration count set;
@@ -135,7 +144,7 @@ func (s *Sweep) Run(ctx context.Context, run func(ctx context.Context, g TaskGra
 		return nil, dag.Errorf(dag.KindInvalidArgument, "task bench sweep: cores %d, peak %g and start %d must be positive", s.Cores, s.Peak, s.Start)
 	}
 	reps := max(s.Reps, 1)
-	point := func(iters int64) (Point, error) {
+	measure := func(iters int64) (Point, error) {
 		if s.Repeak != nil {
 			peak, err := s.Repeak(ctx)
 			if err != nil {
@@ -155,11 +164,14 @@ func (s *Sweep) Run(ctx context.Context, run func(ctx context.Context, g TaskGra
 				best = d
 			}
 		}
-		p := PointOf(g, best, s.Cores, s.Peak)
-		if each != nil {
+		return PointOf(g, best, s.Cores, s.Peak), nil
+	}
+	point := func(iters int64) (Point, error) {
+		p, err := measure(iters)
+		if err == nil && each != nil {
 			each(p)
 		}
-		return p, nil
+		return p, err
 	}
 	var points []Point
 	iters := s.Start
@@ -178,21 +190,46 @@ func (s *Sweep) Run(ctx context.Context, run func(ctx context.Context, g TaskGra
 	if p.Efficiency < threshold {
 		return points, nil // METG reports that none was efficient
 	}
-	below := 0
-	for iters > 0 && below < 2 {
-		iters /= 2
-		if i := slices.IndexFunc(points, func(q Point) bool { return q.Iterations == iters }); i >= 0 {
-			p = points[i] // measured while climbing
-		} else {
-			if p, err = point(iters); err != nil {
+	// descend halves the iterations from the start until two points in a
+	// row fall below the threshold (or the tasks are empty), measuring
+	// those not measured yet.
+	descend := func() error {
+		below := 0
+		for it := iters; it > 0 && below < 2; {
+			it /= 2
+			var p Point
+			if i := slices.IndexFunc(points, func(q Point) bool { return q.Iterations == it }); i >= 0 {
+				p = points[i] // measured while climbing, or in an earlier pass
+			} else {
+				var err error
+				if p, err = point(it); err != nil {
+					return err
+				}
+				points = append(points, p)
+			}
+			if p.WithPeak(s.Peak).Efficiency < threshold {
+				below++
+			} else {
+				below = 0
+			}
+		}
+		return nil
+	}
+	if err := descend(); err != nil {
+		return points, err
+	}
+	for pass := 1; pass < s.Passes; pass++ {
+		for i := range points {
+			q, err := measure(points[i].Iterations)
+			if err != nil {
 				return points, err
 			}
-			points = append(points, p)
+			if q.Seconds < points[i].Seconds {
+				points[i] = q
+			}
 		}
-		if p.Efficiency < threshold {
-			below++
-		} else {
-			below = 0
+		if err := descend(); err != nil {
+			return points, err
 		}
 	}
 	return points, nil

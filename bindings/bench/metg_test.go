@@ -169,3 +169,80 @@ func TestSweepRepeak(t *testing.T) {
 		t.Errorf("a failing Repeak: err = %v", err)
 	}
 }
+
+// A burst of other work that spoils every repetition of one point in the
+// first pass (the finest point that is efficient on a quiet machine) puts
+// METG a factor of two too high; a second pass measures that point again
+// and keeps its fastest run, and the sweep goes on down from it as it
+// would have.
+func TestSweepPassesOutlastABurst(t *testing.T) {
+	const (
+		cores   = 2
+		perIter = 50e-9
+		o       = 30e-6
+	)
+	peak := cores * bench.FLOPsPerIteration / perIter
+	model := func(g bench.TaskGraph) time.Duration {
+		return time.Duration(float64(g.Tasks()) * (float64(g.Iterations)*perIter + o) / cores * 1e9)
+	}
+	g := bench.TaskGraph{Pattern: bench.Stencil1D, Width: cores, Steps: 100}
+	quiet := bench.Sweep{Graph: g, Cores: cores, Peak: peak, Start: 1 << 12, Reps: 2}
+	points, err := quiet.Run(context.Background(), func(_ context.Context, g bench.TaskGraph) (time.Duration, error) { return model(g), nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := bench.METG(points, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The finest efficient point on a quiet machine.
+	var finest int64
+	for _, p := range points {
+		if p.Efficiency >= 0.5 && (finest == 0 || p.Iterations < finest) {
+			finest = p.Iterations
+		}
+	}
+	onePass := map[int64]bool{} // the points the first pass measures
+	for _, passes := range []int{1, 2} {
+		runs := map[int64]int{}
+		burst := func(_ context.Context, g bench.TaskGraph) (time.Duration, error) {
+			runs[g.Iterations]++
+			d := model(g)
+			if g.Iterations == finest && runs[g.Iterations] <= 2 { // the first pass's two repetitions
+				d *= 3
+			}
+			return d, nil
+		}
+		s := bench.Sweep{Graph: g, Cores: cores, Peak: peak, Start: 1 << 12, Reps: 2, Passes: passes}
+		points, err := s.Run(context.Background(), burst, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, upper, err := bench.METG(points, 0.5)
+		if err != nil || upper {
+			t.Fatalf("passes %d: METG %v, upper %v, err %v", passes, got, upper, err)
+		}
+		switch {
+		case passes == 1 && !(got > 1.5*want):
+			t.Fatalf("one pass through the burst: METG %.1f µs; want it spoiled, well over the quiet %.1f µs (is the test's burst missing the point?)", got*1e6, want*1e6)
+		case passes == 2 && math.Abs(got-want) > 1e-9:
+			t.Fatalf("two passes: METG %.1f µs, want the quiet machine's %.1f µs", got*1e6, want*1e6)
+		}
+		if passes == 1 {
+			for _, p := range points {
+				onePass[p.Iterations] = true
+			}
+			continue
+		}
+		// Every point of the first pass ran again; a finer one the
+		// second pass went on to ran in that pass alone.
+		for it, n := range runs {
+			if want := map[bool]int{true: 4, false: 2}[onePass[it]]; n != want {
+				t.Errorf("two passes of 2 repetitions ran %d iterations %d times, want %d", it, n, want)
+			}
+		}
+		if len(runs) <= len(onePass) {
+			t.Errorf("the second pass measured no finer point (%d points, %d in the first pass)", len(runs), len(onePass))
+		}
+	}
+}
