@@ -166,7 +166,7 @@ func (r *runner) strike(ctx context.Context, f Fault) {
 	}
 	r.hold(ctx, t0.Add(f.Hold))
 	undoAt := time.Now()
-	if err := undo(ctx); err != nil {
+	if err := undo(ctx); err != nil && ctx.Err() == nil {
 		r.violate(InvServing, fmt.Sprintf("undo %s of %s: %v", f.Kind, rec.Target, err), "")
 	}
 	rec.Undone = secs(r.since())
@@ -187,7 +187,13 @@ func (r *runner) strike(ctx context.Context, f Fault) {
 			rec.Recovery = max(rec.Recovery, rec.Detected)
 		}
 	}
-	if rec.Recovery < 0 {
+	switch {
+	case rec.Recovery < 0 && ctx.Err() != nil:
+		// The run was interrupted before the cluster was seen serving:
+		// nothing was measured, nothing broken (the teardown lifts what
+		// the undo could not).
+		rec.Note = "interrupted before the cluster was seen serving again"
+	case rec.Recovery < 0:
 		r.violate(InvServing, fmt.Sprintf("the cluster did not serve again within %v of %s of %s at %s", serveDeadline, f.Kind, rec.Target, rec.At), r.logTail(target))
 	}
 	if isHead && (f.Kind == KillLeader || f.Kind == PauseLeader || f.Kind == PartitionLeader || f.Kind == BlackholeLeader) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -89,6 +90,11 @@ func newChaosCmd() *cobra.Command {
 		}
 		if !rep.OK() {
 			return fmt.Errorf("%d invariant violation(s); reproduce with: %s", len(rep.Violations), rep.Command)
+		}
+		if rep.Interrupted {
+			// Every invariant held for what ran, but the run is not
+			// whole: exit 1, as any interrupted command does.
+			return errors.New("interrupted before the end; the report covers what ran")
 		}
 		return nil
 	}

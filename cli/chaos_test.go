@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,4 +112,67 @@ func TestChaosStoreFaults(t *testing.T) {
 	}
 	rep, err := runChaosCmd(t, 3*time.Minute, "--schedule", "2:fill-stores/2s,3:spill-full/2s#0,4:spill-readonly/2s#1", "--seed", "2")
 	checkRun(t, rep, err, chaos.FillStores, chaos.SpillFull, chaos.SpillReadOnly)
+}
+
+// Interrupting chaos while a fault holds stops the run without a false
+// violation: the cluster could not be seen serving again only because
+// the run ended. It had reported "the cluster did not serve again within
+// 1m0s", kept its directory and exited as a failed run. Now the report
+// says interrupted, with no violation, the directory goes and the exit
+// status is 1, as for any interrupted command.
+func TestChaosInterruptedDuringAFault(t *testing.T) {
+	bin := buildPhobos(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	// One head, killed for a minute: the cluster cannot serve until it is
+	// back, so the interrupt lands before any recovery is measured.
+	cmd := exec.CommandContext(ctx, bin, "chaos", "--json", "--seed", "1", "--heads", "1", "--raylets", "1",
+		"--schedule", "1:kill-leader/1m")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var log bytes.Buffer
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "fault injected") {
+			break
+		}
+	}
+	if !strings.Contains(log.String(), "fault injected") {
+		t.Fatalf("chaos ended before its fault: %s", log.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stderr)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("chaos interrupted: %v, want exit status 1\n%s%s", err, log.String(), rest)
+	}
+	var rep chaos.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("no report (%v): %s", err, stdout.String())
+	}
+	if !rep.Interrupted || len(rep.Violations) != 0 {
+		t.Fatalf("report: interrupted %v, violations %+v; want interrupted and none", rep.Interrupted, rep.Violations)
+	}
+	if !strings.Contains(string(rest), "interrupted before the end") {
+		t.Errorf("stderr does not say the run was interrupted: %s", rest)
+	}
+	left, _ := os.ReadDir(tmp)
+	for _, e := range left {
+		t.Errorf("chaos left %s in its temp dir", e.Name())
+	}
 }
