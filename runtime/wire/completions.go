@@ -160,8 +160,8 @@ func (b *Completions) decode(d *reader, what string) error {
 	if err != nil || !some {
 		return err
 	}
-	if rest := len(d.data) - d.pos; n > 0 && rest/n < minCompletionBytes {
-		return d.errorf("%s: %d items in %d bytes; a real one takes at least %d", what, n, rest, minCompletionBytes)
+	if err := d.fits(n, minCompletionBytes, what); err != nil {
+		return err
 	}
 	// Room for the records and a size each (most subtasks have one
 	// output), once the count is known to fit the data.
@@ -235,8 +235,8 @@ func (b *Completions) decodeFetched(d *reader) (span, error) {
 	if err != nil || !some {
 		return span{}, err
 	}
-	if rest := len(d.data) - d.pos; n > 0 && rest/n < minFreeIDBytes {
-		return span{}, d.errorf("%s: %d items in %d bytes; a real one takes at least %d", what, n, rest, minFreeIDBytes)
+	if err := d.fits(n, minFreeIDBytes, what); err != nil {
+		return span{}, err
 	}
 	start := len(b.fetched)
 	b.fetched = growCap(b.fetched, n)
@@ -251,19 +251,13 @@ func (b *Completions) decodeFetched(d *reader) (span, error) {
 }
 
 func (b *Completions) decodeError(d *reader) (span, error) {
-	maj, arg, err := d.head()
-	switch {
-	case err != nil:
+	text, err := d.textBytes("completion: error")
+	if err != nil {
 		return span{}, err
-	case maj != majText:
-		return span{}, d.errorf("completion: error: want a text string, got major type %d", maj)
-	case arg > uint64(len(d.data)-d.pos):
-		return span{}, d.errorf("completion: error: %d bytes in %d", arg, len(d.data)-d.pos)
 	}
 	start := len(b.errs)
-	b.errs = append(b.errs, d.data[d.pos:d.pos+int(arg)]...)
-	d.pos += int(arg)
-	return span{uint32(start), uint32(arg)}, nil
+	b.errs = append(b.errs, text...)
+	return span{uint32(start), uint32(len(text))}, nil
 }
 
 // growCap returns s with room for n more items, growing it by doubling.

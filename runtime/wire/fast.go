@@ -319,8 +319,8 @@ func list[T any](d *reader, dst []T, min int, what string, one func(*T) error) (
 	if err != nil || !some {
 		return nil, err
 	}
-	if rest := len(d.data) - d.pos; min > 1 && n > 0 && rest/n < min {
-		return dst, d.errorf("%s: %d items in %d bytes; a real one takes at least %d", what, n, rest, min)
+	if err := d.fits(n, min, what); err != nil {
+		return dst, err
 	}
 	dst = grow(dst, n)
 	for i := range dst {
@@ -329,6 +329,15 @@ func list[T any](d *reader, dst []T, min int, what string, one func(*T) error) (
 		}
 	}
 	return dst, nil
+}
+
+// fits refuses n items of at least min bytes each (min > 1) that the rest
+// of the data cannot hold, before anything is sized by n.
+func (d *reader) fits(n, min int, what string) error {
+	if rest := len(d.data) - d.pos; min > 1 && n > 0 && rest/n < min {
+		return d.errorf("%s: %d items in %d bytes; a real one takes at least %d", what, n, rest, min)
+	}
+	return nil
 }
 
 // key reads a map key: an unsigned integer k, or ok false for any other
@@ -466,18 +475,27 @@ func (d *reader) id(dst []byte, what string) error {
 	return nil
 }
 
-func (d *reader) text(what string) (string, error) {
+// textBytes reads a text string, returning the data's own bytes.
+func (d *reader) textBytes(what string) ([]byte, error) {
 	maj, arg, err := d.head()
 	switch {
 	case err != nil:
-		return "", err
+		return nil, err
 	case maj != majText:
-		return "", d.errorf("%s: want a text string, got major type %d", what, maj)
+		return nil, d.errorf("%s: want a text string, got major type %d", what, maj)
 	case arg > uint64(len(d.data)-d.pos):
-		return "", d.errorf("%s: %d bytes in %d", what, arg, len(d.data)-d.pos)
+		return nil, d.errorf("%s: %d bytes in %d", what, arg, len(d.data)-d.pos)
 	}
 	b := d.data[d.pos : d.pos+int(arg)]
 	d.pos += int(arg)
+	return b, nil
+}
+
+func (d *reader) text(what string) (string, error) {
+	b, err := d.textBytes(what)
+	if err != nil {
+		return "", err
+	}
 	if d.intern != nil {
 		for _, s := range *d.intern {
 			if s == string(b) {
