@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"runtime/debug"
 	"strings"
@@ -80,6 +81,11 @@ type Session struct {
 	closeOnce  sync.Once
 	done       chan struct{}
 	acceptDone chan struct{}
+
+	// The keepalive's timer, and the bytes read as of its last check
+	// (one check runs at a time, each in a goroutine of its own).
+	keepTimer atomic.Pointer[time.Timer]
+	keepSeen  atomic.Uint64
 }
 
 // call is one outstanding Call. Pooled: the done channel is reused.
@@ -112,9 +118,12 @@ func newSession(ys *yamux.Session, conn *coalesceConn, ctrl net.Conn, remote net
 		lbudget:    lbudget,
 	}
 	s.log = cfg.Logger.With("peer", info.nodeID, "remote", remote.String())
+	s.keepSeen.Store(conn.read.Load())
+	t := time.AfterFunc(time.Duration(math.MaxInt64), s.keepalive)
+	s.keepTimer.Store(t)
+	t.Reset(s.cfg.KeepAliveInterval)
 	go s.readLoop()
 	go s.acceptLoop()
-	go s.keepalive()
 	return s
 }
 
@@ -123,37 +132,47 @@ func newSession(ys *yamux.Session, conn *coalesceConn, ctrl net.Conn, remote net
 // whole interval is pinged, and the session closes if nothing at all, the
 // answer included, arrives within WriteTimeout.
 //
+// It runs from a timer (keepTimer), not in a goroutine of its own that
+// waits for one: a head holds a session for each of its raylets, and a
+// thousand goroutines asleep between checks were a thousand stacks for
+// the collector to scan. One check runs at a time: the timer is set again
+// only at the end of a check.
+//
 // yamux's own keepalive (off) pings whatever the traffic and closes the
 // session when the answer is late, even while the peer's data streams in:
 // a peer busy writing a large frame queues its answer behind it, and on a
 // loaded machine a head dropped clients in the middle of their 16 MiB
 // requests that way.
 func (s *Session) keepalive() {
-	t := time.NewTimer(s.cfg.KeepAliveInterval)
-	defer t.Stop()
-	seen := s.conn.read.Load()
-	for {
-		select {
-		case <-t.C:
-		case <-s.done:
-			return
-		}
-		if n := s.conn.read.Load(); n != seen {
-			seen = n
-			t.Reset(s.cfg.KeepAliveInterval)
-			continue
-		}
-		_, err := s.ys.Ping() // waits up to WriteTimeout to send, and as long for the answer
-		if n := s.conn.read.Load(); n != seen || err == nil {
-			seen = n
-			t.Reset(s.cfg.KeepAliveInterval)
-			continue
-		}
-		if !errors.Is(err, yamux.ErrSessionShutdown) {
-			s.closeWith(errorf(CodeUnavailable, "peer %q (%s) stopped answering keepalives: nothing arrived for %v, nor within %v of a ping; closing the session: %w",
-				s.remoteID, s.remoteAddr, s.cfg.KeepAliveInterval, s.cfg.WriteTimeout, err))
+	if s.closed() {
+		return
+	}
+	if n := s.conn.read.Load(); n != s.keepSeen.Load() {
+		s.keepSeen.Store(n)
+		s.keepTimer.Load().Reset(s.cfg.KeepAliveInterval)
+		return
+	}
+	_, err := s.ys.Ping() // waits up to WriteTimeout to send, and as long for the answer
+	if n := s.conn.read.Load(); n != s.keepSeen.Load() || err == nil {
+		s.keepSeen.Store(n)
+		if !s.closed() {
+			s.keepTimer.Load().Reset(s.cfg.KeepAliveInterval)
 		}
 		return
+	}
+	if !errors.Is(err, yamux.ErrSessionShutdown) {
+		s.closeWith(errorf(CodeUnavailable, "peer %q (%s) stopped answering keepalives: nothing arrived for %v, nor within %v of a ping; closing the session: %w",
+			s.remoteID, s.remoteAddr, s.cfg.KeepAliveInterval, s.cfg.WriteTimeout, err))
+	}
+}
+
+// closed reports whether the session has closed.
+func (s *Session) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -232,6 +251,15 @@ func (s *Session) release(n uint32, share int64) {
 // Done is closed when the session has closed.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
+// AfterClose arranges for f to run, in a goroutine of its own, once the
+// session has closed (at once if it has; Err then says why), as a
+// goroutine waiting on Done would, but with none waiting meanwhile: a head
+// keeps a session for each of thousands of raylets. stop cancels f,
+// reporting whether it did (false once f has started).
+func (s *Session) AfterClose(f func()) (stop func() bool) {
+	return context.AfterFunc(s.ctx, f)
+}
+
 // Err says why the session closed; nil while it is open.
 func (s *Session) Err() error {
 	s.pmu.Lock()
@@ -278,6 +306,7 @@ func (s *Session) closeWith(reason error) {
 			c.done <- s.closedErr(c.method, reason)
 		}
 		close(s.done)
+		s.keepTimer.Load().Stop()
 		if errors.Is(reason, net.ErrClosed) {
 			s.log.Debug("transport: session closed", "err", reason)
 		} else {
