@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -289,4 +290,27 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// TestClosedSessionsAreForgotten: the head forgets a session once it
+// closes (no goroutine waits for each one: the session's close does it).
+func TestClosedSessionsAreForgotten(t *testing.T) {
+	s := startIdentityHead(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	open := func() int {
+		s.sessMu.Lock()
+		defer s.sessMu.Unlock()
+		return len(s.accepted)
+	}
+	base := open()
+	var rs []*fakeRaylet
+	for i := range 20 {
+		rs = append(rs, dialRaylet(t, ctx, s, fmt.Sprintf("r%d", i), "r:7001"))
+	}
+	testutil.WaitFor(t, 10*time.Second, "the head to hold the 20 sessions", func() bool { return open() == base+20 })
+	for _, r := range rs {
+		r.sess.Close()
+	}
+	testutil.WaitFor(t, 10*time.Second, "the head to forget the 20 closed sessions", func() bool { return open() == base })
 }

@@ -402,18 +402,15 @@ func (s *Server) post(l *leadership, ev sched.Event) {
 	}
 }
 
-// watch reports the end of a session the machine cares about.
+// watch reports the end of a session the machine cares about. The report
+// is made when the session closes, by the session (AfterClose), not by a
+// goroutine waiting for it: a leader watches every raylet's session. A
+// report after the leadership ended goes nowhere (post).
 func (s *Server) watch(sess *transport.Session) {
 	l := s.lead
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		select {
-		case <-sess.Done():
-			s.post(l, &sched.SessionClosed{Session: sess, Err: sess.Err()})
-		case <-l.ctx.Done():
-		}
-	}()
+	sess.AfterClose(func() {
+		s.post(l, &sched.SessionClosed{Session: sess, Err: sess.Err()})
+	})
 }
 
 // becomeLeader starts a leadership: a new machine, which gets Raft's

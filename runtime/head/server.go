@@ -275,14 +275,13 @@ func (s *Server) acceptLoop() {
 		s.accepted[sess] = struct{}{}
 		s.sessMu.Unlock()
 		sess.Serve(s)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			<-sess.Done()
+		// No goroutine waits for each session (a thousand raylets,
+		// a thousand stacks): the close runs this.
+		sess.AfterClose(func() {
 			s.sessMu.Lock()
-			delete(s.accepted, sess)
+			delete(s.accepted, sess) // nil once the head closes: no-op
 			s.sessMu.Unlock()
-		}()
+		})
 	}
 }
 
