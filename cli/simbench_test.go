@@ -46,6 +46,7 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 			RunsPerSec []float64 `json:"runs_per_sec"`
 			GCCycles   *int64    `json:"gc_cycles"`
 			ScanBytes  int64     `json:"gc_scan_bytes"`
+			Goroutines int
 		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("%v: output %q: %v", tc.flags, out, err)
@@ -61,6 +62,9 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 		}
 		if r.GCCycles == nil || r.ScanBytes <= 0 {
 			t.Fatalf("%v: gc_cycles %v, gc_scan_bytes %d; want the collector's figures", tc.flags, r.GCCycles, r.ScanBytes)
+		}
+		if r.Goroutines <= 0 {
+			t.Fatalf("%v: goroutines %d; want the process's goroutines", tc.flags, r.Goroutines)
 		}
 		// The heap profile of the job: a gzipped protocol buffer.
 		if b, err := os.ReadFile(heap + ".independent"); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {

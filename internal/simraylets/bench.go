@@ -78,6 +78,10 @@ type Result struct {
 	HeapAfterFrees float64 `json:"heap_bytes_after_frees"`
 	// PeakRSS is the process's peak resident set (VmHWM) so far.
 	PeakRSS int64 `json:"peak_rss_bytes"`
+	// Goroutines is the process's goroutines as the job finished: the
+	// heads' and the simulated raylets' (each raylet's session has some at
+	// both ends), a cost every collection pays to scan their stacks.
+	Goroutines int `json:"goroutines"`
 	// GCCPUPerSubtask is the collector's CPU seconds per subtask while
 	// the job ran, as the runtime estimates them (marking by its own
 	// workers and by allocating goroutines, and its pauses), GCCycles
@@ -163,6 +167,7 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 	cpu, faults = cpu-cpu0, faults-faults0
 	gc1 := readGC()
 	stats := c.Stats()
+	goroutines := runtime.NumGoroutine()
 	runtime.GC()
 	runtime.ReadMemStats(&done)
 	if err := j.Release(ctx); err != nil {
@@ -195,6 +200,7 @@ func (c *Cluster) Run(ctx context.Context, cl *phobos.Client, job string, g phob
 		r.HeapAfterFrees = float64(int64(freed.HeapAlloc)-int64(before.HeapAlloc)) / n
 	}
 	r.PeakRSS = peakRSS()
+	r.Goroutines = goroutines
 	r.PullP50, r.PullP99 = float64(stats.PullP50)/1e3, float64(stats.PullP99)/1e3
 	r.Pulls = stats.Pulls
 	r.FreeMessages = stats.FreeMessages
