@@ -16,8 +16,8 @@ import (
 //     nothing;
 //   - queues against states: every READY subtask placed on a raylet has
 //     exactly one live entry in that raylet's queue, and every live entry
-//     is such a subtask; nothing is READY unplaced while a raylet is
-//     alive; a raylet's running count is its RUNNING and CANCELLING
+//     is such a subtask; nothing is READY unplaced while a raylet may
+//     take it (alive and not draining); a raylet's running count is its RUNNING and CANCELLING
 //     subtasks; RUNNING and CANCELLING subtasks are on alive raylets;
 //     each queue is a heap;
 //   - object copies against raylets: copies (of subtask outputs and of
@@ -40,10 +40,10 @@ import (
 // running head.
 func (l *Leader) Check() error {
 	s := l.s
-	alive := 0
+	placeable := 0 // alive and not draining: what may take READY work
 	for _, rv := range s.raylets {
-		if rv.alive {
-			alive++
+		if rv.placeable() {
+			placeable++
 		}
 	}
 	running := make([]int, len(s.raylets))
@@ -66,7 +66,7 @@ func (l *Leader) Check() error {
 	}
 	ready := make([]int, len(s.raylets))
 	for _, j := range s.order {
-		if err := l.checkStage(j, alive, running, ready); err != nil {
+		if err := l.checkStage(j, placeable, running, ready); err != nil {
 			return fmt.Errorf("stage %d/%d: %w", j.task, j.key.Stage, err)
 		}
 	}
@@ -135,7 +135,7 @@ func (s *scheduler) checkIndex() error {
 	return nil
 }
 
-func (l *Leader) checkStage(j *stage, alive int, running, ready []int) error {
+func (l *Leader) checkStage(j *stage, placeable int, running, ready []int) error {
 	s := l.s
 	sg := j.sg
 	done, active := 0, 0
@@ -160,8 +160,10 @@ func (l *Leader) checkStage(j *stage, alive int, running, ready []int) error {
 					return fmt.Errorf("subtask %d is READY on lost raylet %s", i, s.raylets[w].id)
 				}
 				ready[w]++
-			} else if alive > 0 && j.status == dag.JobRunning {
-				return fmt.Errorf("subtask %d is READY on no raylet while %d are alive", i, alive)
+			} else if placeable > 0 && j.status == dag.JobRunning {
+				// Without a placeable raylet (none alive, or every
+				// one draining) READY work waits for one (Drain).
+				return fmt.Errorf("subtask %d is READY on no raylet while %d raylets could take it", i, placeable)
 			}
 		}
 		if st == Unscheduled || st == Ready || st == Running {

@@ -620,3 +620,40 @@ func TestRebuildOnTheSameRayletIgnoresTheOldRun(t *testing.T) {
 		t.Fatalf("job %v", info.Status)
 	}
 }
+
+// TestDrainingTheOnlyRaylet: with the only alive raylet draining, what
+// becomes ready waits READY on no raylet (Drain's contract: drained
+// raylets take nothing new), which the invariants accept, and undraining
+// it places the work. The check once counted alive raylets rather than
+// placeable ones and called that state broken.
+func TestDrainingTheOnlyRaylet(t *testing.T) {
+	h := newHarness(t, Config{Head: "h1"})
+	h.records()
+	h.addRaylet("A", 8)
+	h.addJob(1, seed(20, 5), 0)
+	j := h.stage(1, 0)
+	admin := Caller{Name: "admin", Admin: true}
+	running := h.take1("A", 8)
+	h.step(&DrainRaylet{Call: h.call("drain A"), Caller: admin, ID: "A"})
+	h.done("A", running...) // readers become READY; nobody may take them
+	waiting := 0
+	for i, st := range j.state {
+		if st == Ready {
+			if j.where[i] != NoRaylet {
+				t.Fatalf("subtask %d is READY on raylet %d while the only raylet drains", i, j.where[i])
+			}
+			waiting++
+		}
+	}
+	if waiting == 0 {
+		t.Fatal("nothing became READY while A drained; the test shows nothing")
+	}
+	if got := h.take1("A", 8); len(got) != 0 {
+		t.Fatalf("a draining raylet got %d subtasks", len(got))
+	}
+	h.step(&DrainRaylet{Call: h.call("undrain A"), Caller: admin, ID: "A", Undrain: true})
+	h.run("A")
+	if info := h.info(1); info.Status != dag.JobSucceeded {
+		t.Fatalf("job %v after A was undrained", info.Status)
+	}
+}
