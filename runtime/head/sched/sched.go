@@ -1784,7 +1784,7 @@ func (s *scheduler) AddHeld(r Raylet, held []wire.HeldObject) *schedEffects {
 			continue
 		}
 		if j.status != dag.JobRunning {
-			s.settleHeld(j, hs)
+			s.settleHeld(j, hs, nil)
 			continue
 		}
 		s.adoptHeld(j, hs)
@@ -1882,7 +1882,11 @@ func (s *scheduler) noteCopies(r Raylet, fetched []dag.ObjectID) {
 // copies (freed with them); one of a subtask running on that raylet stays
 // (the attempt reuses it); anything else (a subtask queued, running
 // elsewhere, skipped or freed, or an incomplete set of outputs) is freed.
-func (s *scheduler) settleHeld(j *stage, held []heldAt) {
+//
+// adopted (nil for none) holds the subtasks adoptHeld marked finished from
+// these objects: one it then freed has had its outputs freed where they
+// lie already, and freeing them again named an object twice.
+func (s *scheduler) settleHeld(j *stage, held []heldAt, adopted map[int32]bool) {
 	for _, h := range held {
 		jj, i, ok := s.lookup(h.id.Subtask())
 		if !ok || jj != j {
@@ -1890,6 +1894,7 @@ func (s *scheduler) settleHeld(j *stage, held []heldAt) {
 		}
 		switch {
 		case j.where[i] == h.r && (j.state[i] == Finished || j.state[i] == Running):
+		case j.where[i] == h.r && j.state[i] == Freed && adopted[i]:
 		case slices.Contains(j.copies[i], h.r):
 		case j.state[i] == Finished && !j.released:
 			j.copies[i] = append(j.copies[i], h.r)
@@ -1903,7 +1908,8 @@ func (s *scheduler) settleHeld(j *stage, held []heldAt) {
 // outputs are all held by one raylet, then skips subtasks nothing needs any
 // more: not a result, and every reader finished or skipped.
 func (s *scheduler) adoptHeld(j *stage, held []heldAt) {
-	defer s.settleHeld(j, held) // what is not adopted is tracked or freed
+	var adopted map[int32]bool
+	defer func() { s.settleHeld(j, held, adopted) }() // what is not adopted is tracked or freed
 	type got struct {
 		r     Raylet
 		n     int
@@ -1933,7 +1939,6 @@ func (s *scheduler) adoptHeld(j *stage, held []heldAt) {
 		}
 		g.sizes[k] = max(h.size, 1)
 	}
-	adopted := false
 	for i := int32(0); i < int32(len(j.state)); i++ { // topological order
 		g := per[i]
 		if g == nil || g.n != len(j.sg.OutputsOf(i)) || !s.raylets[g.r].alive {
@@ -1943,9 +1948,12 @@ func (s *scheduler) adoptHeld(j *stage, held []heldAt) {
 			j.where[i] = NoRaylet // stale queue entry
 		}
 		s.markFinished(j, i, g.r, g.sizes)
-		adopted = true
+		if adopted == nil {
+			adopted = map[int32]bool{}
+		}
+		adopted[i] = true
 	}
-	if !adopted {
+	if adopted == nil {
 		return
 	}
 	// Skip what nobody needs: reverse topological order.
