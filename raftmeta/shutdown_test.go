@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/phobos-project/phobos/internal/testutil"
 )
 
 // closeRecorder records the connections a listener accepts and whether
@@ -65,6 +67,17 @@ func TestShutdownWaitsForConnectionHandlers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node accepted no connection in 10 s")
 	}
+	// The listener hands the conn over before the handler layer tracks it
+	// (and raft starts its handler). A Shutdown in between is no race in
+	// the node (the layer, closed by then, closes the conn and starts no
+	// handler), but it would close the conn after Shutdown returned, and
+	// this test would fail one run in twenty under -race: wait for the
+	// layer to track it.
+	testutil.WaitFor(t, 10*time.Second, "the handler layer to track the connection", func() bool {
+		n.handlers.mu.Lock()
+		defer n.handlers.mu.Unlock()
+		return len(n.handlers.live) == 1
+	})
 	if err := n.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
