@@ -619,6 +619,12 @@ func TestSendData_Large(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping slow test that may time out on the race detector")
 	}
+	if raceEnabled {
+		// phobos: 250 MiB under the race detector missed the test's 10 s
+		// while CI tested other packages beside it. CI runs this package
+		// without the race detector as well (see PHOBOS.md).
+		t.Skip("phobos: too slow for its 10 s timeout under the race detector")
+	}
 	client, server := testClientServer(t)
 
 	const (
