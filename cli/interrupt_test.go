@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,6 +137,28 @@ func TestBrokenPipeEndsTheCommand(t *testing.T) {
 	}
 	left, _ := os.ReadDir(tmp)
 	for _, e := range left {
-		t.Errorf("chaos left %s in its temp dir", e.Name())
+		// Chaos keeps its directory only when an invariant broke, and its
+		// report went to the reader that left: the cluster's logs are what
+		// is left to say which.
+		t.Errorf("chaos left %s in its temp dir (a violation); its logs end:\n%s", e.Name(), logTails(filepath.Join(tmp, e.Name()), 15))
 	}
+}
+
+// logTails returns the last n lines of every .log file under dir, each
+// headed by its path.
+func logTails(dir string, n int) string {
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".log") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		fmt.Fprintf(&b, "== %s\n%s\n", p, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+		return nil
+	})
+	return b.String()
 }
