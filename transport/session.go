@@ -119,6 +119,7 @@ func newSession(ys *yamux.Session, conn *coalesceConn, ctrl net.Conn, remote net
 	}
 	s.log = cfg.Logger.With("peer", info.nodeID, "remote", remote.String())
 	s.keepSeen.Store(conn.read.Load())
+	// Armed only once stored: the first check reads the timer back.
 	t := time.AfterFunc(time.Duration(math.MaxInt64), s.keepalive)
 	s.keepTimer.Store(t)
 	t.Reset(s.cfg.KeepAliveInterval)
@@ -144,7 +145,7 @@ func newSession(ys *yamux.Session, conn *coalesceConn, ctrl net.Conn, remote net
 // loaded machine a head dropped clients in the middle of their 16 MiB
 // requests that way.
 func (s *Session) keepalive() {
-	if s.closed() {
+	if isClosedChan(s.done) {
 		return
 	}
 	if n := s.conn.read.Load(); n != s.keepSeen.Load() {
@@ -155,7 +156,7 @@ func (s *Session) keepalive() {
 	_, err := s.ys.Ping() // waits up to WriteTimeout to send, and as long for the answer
 	if n := s.conn.read.Load(); n != s.keepSeen.Load() || err == nil {
 		s.keepSeen.Store(n)
-		if !s.closed() {
+		if !isClosedChan(s.done) {
 			s.keepTimer.Load().Reset(s.cfg.KeepAliveInterval)
 		}
 		return
@@ -163,16 +164,6 @@ func (s *Session) keepalive() {
 	if !errors.Is(err, yamux.ErrSessionShutdown) {
 		s.closeWith(errorf(CodeUnavailable, "peer %q (%s) stopped answering keepalives: nothing arrived for %v, nor within %v of a ping; closing the session: %w",
 			s.remoteID, s.remoteAddr, s.cfg.KeepAliveInterval, s.cfg.WriteTimeout, err))
-	}
-}
-
-// closed reports whether the session has closed.
-func (s *Session) closed() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
 	}
 }
 
