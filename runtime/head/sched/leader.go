@@ -229,7 +229,7 @@ func (l *Leader) Step(now time.Time, ev Event) *Effects {
 	case *Pull:
 		l.pull(e)
 	case *Complete:
-		l.complete(e.Session, &e.Done)
+		l.complete(e.Session, &e.Done, -1) // room: the raylet's slots
 	case *Heartbeat:
 		l.heartbeat(e)
 	case *Resume: // settle serves the raylets still waiting

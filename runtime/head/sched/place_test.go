@@ -28,6 +28,39 @@ func TestPlacementFollowsInputBytes(t *testing.T) {
 	}
 }
 
+// TestPlacementFavoursTheReporter: a subtask made ready by a raylet's
+// report goes to that raylet when the best holder of its inputs holds at
+// most nearBytes more, and to the best holder beyond that. (That the
+// report's room bounds it: pipeline-gather.script.)
+func TestPlacementFavoursTheReporter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sizeA int64 // A's input, reported first; B's is 100 bytes
+		want  string
+	}{
+		{"near", 100 + nearBytes, "B"},
+		{"far", 101 + nearBytes, "A"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newTestHarness(t, 2)
+			h.addJob(1, seed(8, 8), 0) // rand a, rand b -> add+sum
+			a, b := h.take1("A", 10), h.take1("B", 10)
+			if len(a) != 1 || len(b) != 1 {
+				t.Fatalf("initial assignment put both sources on one raylet")
+			}
+			h.doneSized("A", a[0], tc.sizeA)
+			h.doneSized("B", b[0], 100) // B's report makes the add ready
+			other := map[string]string{"A": "B", "B": "A"}[tc.want]
+			if got := h.take1(other, 10); len(got) != 0 {
+				t.Fatalf("the add went to %s, want %s", other, tc.want)
+			}
+			if got := h.take1(tc.want, 10); len(got) != 1 {
+				t.Fatalf("raylet %s got %d subtasks, want the add", tc.want, len(got))
+			}
+		})
+	}
+}
+
 // TestPlacementTiesAndBroadcast: with equal input bytes the raylet with
 // more free slots wins; a broadcast input (read by more than 8 subtasks)
 // counts zero.

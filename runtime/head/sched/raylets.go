@@ -247,7 +247,7 @@ func (l *Leader) pull(ev *Pull) {
 	}
 	rv := l.s.raylets[r]
 	l.s.takesFrees(r, ev.FreesInReply)
-	l.complete(ev.Session, &ev.Done)
+	l.complete(ev.Session, &ev.Done, ev.Credits)
 	if rv.parked.call != 0 { // a pull it gave up on: superseded
 		l.fx.Pulls = append(l.fx.Pulls, PullReply{Call: rv.parked.call, Raylet: r})
 		l.unpark(r)
@@ -381,17 +381,28 @@ func (l *Leader) takeFrees(r Raylet) []dag.ObjectID {
 // a completion batch shows the raylet alive as a heartbeat does: under
 // load a heartbeat may wait behind the raylet's own pulls and reports, and
 // a raylet that keeps pulling must not be taken for lost meanwhile.
-func (l *Leader) complete(sess Session, done *wire.Completions) {
+//
+// room is how many subtasks the raylet takes next: a pull's credits, or,
+// when negative, its slots (a report by message). Subtasks the
+// completions make ready favour the raylet up to that many queued (see
+// scheduler.place).
+func (l *Leader) complete(sess Session, done *wire.Completions, room int) {
 	r, ok := l.bySess[sess]
 	if !ok {
 		return
 	}
-	l.s.raylets[r].lastBeat = l.now
+	rv := l.s.raylets[r]
+	rv.lastBeat = l.now
+	if room < 0 {
+		room = rv.slots
+	}
 	c := &l.completion
+	l.s.reporting, l.s.reportRoom = r, room
 	for k := range done.Len() {
 		done.At(k, c)
 		l.s.Complete(r, c)
 	}
+	l.s.reporting = NoRaylet
 	*c = wire.Completion{} // holds the batch's memory
 }
 

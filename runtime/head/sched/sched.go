@@ -97,6 +97,11 @@ type scheduler struct {
 	// holders is placement's scratch list of raylets holding inputs.
 	idx     rayletIndex
 	holders []holding
+	// reporting is the raylet whose completions are being applied
+	// (NoRaylet between reports), and reportRoom how many subtasks it is
+	// about to take: placement favours it (see place).
+	reporting  Raylet
+	reportRoom int
 
 	// unplaced says a subtask may be READY with no raylet (none was
 	// alive): Requeue looks only then.
@@ -255,7 +260,7 @@ func newScheduler() *scheduler {
 		Retries: DefaultRetries, Broadcast: DefaultBroadcast, StealBytes: DefaultStealBytes,
 		byID: map[string]Raylet{}, jobs: map[StageKey]*stage{},
 		tasks: map[dag.TaskID][]*stage{}, held: map[StageKey][]heldAt{},
-		puts: map[dag.ObjectID]*putObj{},
+		puts: map[dag.ObjectID]*putObj{}, reporting: NoRaylet,
 	}
 	s.initIndex()
 	s.fx.gen = 1 // raylets start with woke 0: not woken
@@ -535,19 +540,40 @@ func (s *scheduler) place(j *stage, i int32, avoid Raylet) Raylet {
 	}
 	s.holders = hs
 	best, most := NoRaylet, int64(0)
+	mine := int64(-1) // what the reporting raylet holds
 	for _, h := range hs {
 		if h.b <= 0 || !s.raylets[h.r].placeable() {
 			continue
 		}
+		if h.r == s.reporting {
+			mine = h.b
+		}
 		if best < 0 || h.b > most || (h.b == most && s.freer(h.r, best)) {
 			best, most = h.r, h.b
 		}
+	}
+	if best >= 0 && best != s.reporting && mine >= 0 && most-mine <= nearBytes &&
+		s.raylets[s.reporting].queue.Len() < s.reportRoom {
+		// The raylet whose report made i ready holds about as much of
+		// its inputs as the best holder and is about to take more work
+		// than it has queued (its pull's credits, or its slots): i goes
+		// in that take, where elsewhere it would wake another raylet's
+		// pull for what may be one subtask (a tree of partial sums
+		// across a thousand raylets: thousands of replies of a few).
+		// Its room bounds what one report draws to it (a shuffle's
+		// last mapper would otherwise take every reducer).
+		return s.reporting
 	}
 	if best >= 0 {
 		return best
 	}
 	return s.freest()
 }
+
+// nearBytes is how many bytes more of a subtask's inputs another raylet may
+// hold and still lose it to the raylet whose report made it ready: about
+// what a round trip of the wire carries.
+const nearBytes = 64 << 10
 
 // placeScan is place by a scan of every raylet, for retries.
 func (s *scheduler) placeScan(j *stage, i int32, avoid Raylet) Raylet {
