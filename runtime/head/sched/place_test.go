@@ -61,6 +61,55 @@ func TestPlacementFavoursTheReporter(t *testing.T) {
 	}
 }
 
+// TestReporterRoom: a report that readies many subtasks at once, each
+// reading as much from either raylet (an all-to-all's next step), draws
+// to the reporter only what it will take: no more queued than the credits
+// of the pull carrying the report, or than its slots for a report sent
+// alone. The rest are placed as before, by free slots, so the six end
+// three on each raylet (with no bound, all six went to B).
+func TestReporterRoom(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		credits int // of B's pull carrying its report; 0: a report sent alone
+		want    int // readers queued on or sent to B
+	}{
+		{"report", 0, 3}, // two for B's two slots, then one of the four spread
+		{"pull", 3, 3},   // three for the pull; A the freer for the rest
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newTestHarness(t, 2) // two slots each
+			a := tensor.Ones([]int64{8}, tensor.Chunks(8))
+			b := tensor.Ones([]int64{8}, tensor.Chunks(8))
+			r := []*tensor.Tensor{a.Add(b), a.Sub(b), a.Mul(b), a.Div(b), a.Maximum(b), a.Minimum(b)}
+			p := h.addJob(1, r[0].Add(r[1]).Add(r[2].Add(r[3])).Add(r[4].Add(r[5])), 0)
+			sa, sb := h.take1("A", 10), h.take1("B", 10)
+			if len(sa) != 1 || len(sb) != 1 {
+				t.Fatalf("initial assignment put both sources on one raylet: %+v", p.Stage.Subtasks)
+			}
+			h.done("A", sa...)
+			if tc.credits == 0 {
+				h.done("B", sb...)
+			} else if got := h.pull("B", tc.credits, 0, ok(sb[0])); len(got) != tc.credits {
+				t.Fatalf("B's pull of %d credits got %d subtasks", tc.credits, len(got))
+			}
+			j := h.stage(1, 0)
+			onB, readers := 0, 0
+			for i := range int32(len(j.state)) {
+				if preds(p, i) != "<0,1" {
+					continue
+				}
+				readers++
+				if j.where[i] == h.raylet("B").r {
+					onB++
+				}
+			}
+			if readers != 6 || onB != tc.want {
+				t.Fatalf("%d of %d readers went to B, want %d of 6", onB, readers, tc.want)
+			}
+		})
+	}
+}
+
 // TestPlacementTiesAndBroadcast: with equal input bytes the raylet with
 // more free slots wins; a broadcast input (read by more than 8 subtasks)
 // counts zero.
