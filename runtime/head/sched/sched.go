@@ -503,8 +503,9 @@ func (s *scheduler) wake(r Raylet) {
 
 // place picks the alive raylet holding the most bytes of i's inputs
 // (broadcast inputs count zero), ties to more free slots, then the shorter
-// queue, then the lower handle. avoid (if >= 0) is passed over when
-// another raylet is alive.
+// queue, then the lower handle — or, while a raylet's report is applied,
+// that raylet, if it holds within nearBytes of the most and has room.
+// avoid (if >= 0) is passed over when another raylet is alive.
 //
 // It costs O(inputs) plus an index look-up, whatever the number of
 // raylets: only raylets holding inputs can beat the freest raylet. A
