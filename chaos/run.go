@@ -184,8 +184,25 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	r.teardown()
 	if rep.OK() && r.owned && !r.cfg.Keep {
 		os.RemoveAll(r.dir)
+	} else if err := writeReportFile(rep); err != nil {
+		r.log.Warn("chaos: cannot keep the report beside the cluster's files", "dir", rep.Dir, "err", err)
 	}
 	return rep, nil
+}
+
+// writeReportFile writes the report as JSON into the directory it keeps
+// (report.json, 0600): a kept directory says why it was kept even when
+// the report printed went nowhere (its reader gone, a terminal closed).
+func writeReportFile(rep *Report) error {
+	f, err := os.OpenFile(filepath.Join(rep.Dir, "report.json"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // setup makes the directories, starts the cluster and connects.

@@ -144,12 +144,13 @@ func TestBrokenPipeEndsTheCommand(t *testing.T) {
 	}
 }
 
-// logTails returns the last n lines of every .log file under dir, each
-// headed by its path.
+// logTails returns the last n lines of every .log file under dir, and the
+// whole of its report.json, each headed by its path.
 func logTails(dir string, n int) string {
 	var b strings.Builder
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".log") {
+		report := d.Name() == "report.json"
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".log") && !report {
 			return nil
 		}
 		data, err := os.ReadFile(p)
@@ -157,7 +158,10 @@ func logTails(dir string, n int) string {
 			return nil
 		}
 		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		fmt.Fprintf(&b, "== %s\n%s\n", p, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+		if !report {
+			lines = lines[max(0, len(lines)-n):]
+		}
+		fmt.Fprintf(&b, "== %s\n%s\n", p, strings.Join(lines, "\n"))
 		return nil
 	})
 	return b.String()
