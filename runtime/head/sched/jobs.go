@@ -71,6 +71,9 @@ type job struct {
 	onStart []func(error)
 	onEnd   []func() // called once the job's outcome is recorded (or failed to be)
 	waiters []Call   // WaitJob calls held until the job ends
+	// releaseOnEnd: a release came while the job ran or its subtasks were
+	// stopping; it is released once its end is recorded.
+	releaseOnEnd bool
 }
 
 // started tells whoever waits for the job to start.
@@ -651,7 +654,28 @@ func (l *Leader) releaseJobCall(ev *ReleaseJob) {
 // the release so that no later leader keeps or rebuilds them. A job not
 // scheduled here (a previous leader ran it) has what raylets reported
 // holding for it freed.
+//
+// A job whose end is not recorded yet — running, cancelled with subtasks
+// still stopping, or its outcome being committed — is released once it
+// is, and the caller is answered now: a driver that cancels and releases
+// at once (an interrupted program) must not leave the job's objects on
+// the raylets, nor its record running. (A leader that steps down first
+// forgets the release; the results then last their TTL.)
 func (l *Leader) releaseJob(task dag.TaskID, done func(error)) {
+	if j := l.jobs[task]; j != nil && j.phase < phaseEnded {
+		if !j.releaseOnEnd {
+			j.releaseOnEnd = true
+			j.onEnd = append(j.onEnd, func() {
+				l.releaseJob(task, func(err error) {
+					if err != nil {
+						l.log.Warn("release a job once it ended", "task", task, "err", err)
+					}
+				})
+			})
+		}
+		done(nil)
+		return
+	}
 	if _, ok := l.s.Release(task); ok {
 		if j := l.jobs[task]; j != nil {
 			l.forget(j)

@@ -1501,17 +1501,15 @@ func (s *scheduler) releaseAll(j *stage) {
 	}
 }
 
-// Release frees a finished job's results and forgets the job.
+// Release frees a finished job's results and forgets the job. A job still
+// running, or cancelled or failed with subtasks still stopping, is not
+// released (see Stopping): forgotten then, the subtasks' late reports
+// would find no job, and what they made would be kept for it.
 func (s *scheduler) Release(task dag.TaskID) (*schedEffects, bool) {
 	fx := s.begin()
 	js := s.tasks[task]
-	if len(js) == 0 {
+	if len(js) == 0 || s.Stopping(task) {
 		return fx, false
-	}
-	for _, j := range js {
-		if j.status == dag.JobRunning {
-			return fx, false
-		}
 	}
 	for _, j := range js {
 		s.releaseAll(j)
@@ -1521,6 +1519,18 @@ func (s *scheduler) Release(task dag.TaskID) (*schedEffects, bool) {
 	delete(s.tasks, task)
 	s.dropBuffers()
 	return fx, true
+}
+
+// Stopping reports whether a stage of the task still runs, or still has
+// subtasks running or being cancelled (a cancelled or failed job ends once
+// they stop).
+func (s *scheduler) Stopping(task dag.TaskID) bool {
+	for _, j := range s.tasks[task] {
+		if j.status == dag.JobRunning || j.active > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // LoseRaylet handles a raylet that died or was cut off: its queued and
