@@ -518,7 +518,9 @@ func (j *Job) Cancel(ctx context.Context) error {
 	return j.c.head.Call(ctx, wire.MethodCancelJob, wire.JobRef{Task: j.Task}, &st)
 }
 
-// Release frees the job's results on the cluster.
+// Release frees the job's results on the cluster. A job that has not
+// ended yet (still running, or cancelled with subtasks still stopping) is
+// released when it ends; Release does not wait for that.
 func (j *Job) Release(ctx context.Context) error {
 	return j.c.head.Call(ctx, wire.MethodReleaseJob, wire.JobRef{Task: j.Task}, nil)
 }
