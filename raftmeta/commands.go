@@ -25,6 +25,7 @@ const (
 	TypeRegisterRaylet   CommandType = 8
 	TypeDeregisterRaylet CommandType = 9
 	TypeReleaseJob       CommandType = 10
+	TypeReleaseOnEnd     CommandType = 17
 )
 
 var commandTypeNames = [...]string{
@@ -44,6 +45,7 @@ var commandTypeNames = [...]string{
 	TypeBeginLowering:    "BeginLowering",
 	TypeEndLowering:      "EndLowering",
 	TypeSetSecret:        "SetSecret",
+	TypeReleaseOnEnd:     "ReleaseOnEnd",
 }
 
 func (t CommandType) String() string {
@@ -74,7 +76,8 @@ func (id RequestID) String() string { return hex.EncodeToString(id[:]) }
 
 // Body is the payload of a command: one of AllocTask, AllocStage,
 // AllocSubtasks, SubmitJob, BeginStage, SetJobStatus, DeleteJob, ReleaseJob,
-// RegisterRaylet, DeregisterRaylet. The set is closed.
+// ReleaseOnEnd, RegisterRaylet, DeregisterRaylet, and those of owners.go.
+// The set is closed.
 type Body interface {
 	Type() CommandType
 	// validate checks what can be checked without the state, so that the
@@ -180,6 +183,13 @@ type ReleaseJob struct {
 	Task dag.TaskID `cbor:"1,keyasint"`
 }
 
+// ReleaseOnEnd records that a job's driver released it before it ended:
+// whichever leader records its end releases its results then (ReleaseJob),
+// and a leader that takes over finds the request in the record.
+type ReleaseOnEnd struct {
+	Task dag.TaskID `cbor:"1,keyasint"`
+}
+
 // RegisterRaylet records (or replaces) a raylet's identity and address.
 type RegisterRaylet struct {
 	Raylet Raylet `cbor:"1,keyasint"`
@@ -200,6 +210,7 @@ func (DeleteJob) Type() CommandType        { return TypeDeleteJob }
 func (RegisterRaylet) Type() CommandType   { return TypeRegisterRaylet }
 func (DeregisterRaylet) Type() CommandType { return TypeDeregisterRaylet }
 func (ReleaseJob) Type() CommandType       { return TypeReleaseJob }
+func (ReleaseOnEnd) Type() CommandType     { return TypeReleaseOnEnd }
 
 func invalid(format string, args ...any) error {
 	return dag.Errorf(dag.KindInvalidArgument, format, args...)
@@ -289,6 +300,13 @@ func (c DeleteJob) validate() error {
 func (c ReleaseJob) validate() error {
 	if c.Task == 0 {
 		return invalid("release job: task 0 is not a task ID")
+	}
+	return nil
+}
+
+func (c ReleaseOnEnd) validate() error {
+	if c.Task == 0 {
+		return invalid("release job on its end: task 0 is not a task ID")
 	}
 	return nil
 }
@@ -398,6 +416,8 @@ func decodeBody(typ CommandType, raw []byte) (Body, error) {
 		body, err = decodeAs[DeregisterRaylet](raw)
 	case TypeReleaseJob:
 		body, err = decodeAs[ReleaseJob](raw)
+	case TypeReleaseOnEnd:
+		body, err = decodeAs[ReleaseOnEnd](raw)
 	default:
 		var ok bool
 		if body, err, ok = decodeOwners(typ, raw); ok {

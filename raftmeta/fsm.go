@@ -205,6 +205,16 @@ func (s *state) apply(b Body) (Result, error) {
 		// million subtasks' results are 120 MB on every head).
 		j.Released, j.Results, j.ResultRuns = true, nil, nil
 		return Result{Task: c.Task}, nil
+	case ReleaseOnEnd:
+		// Whatever the job's state: a request that follows the job's end
+		// in the log still says its results go, and the leader that
+		// proposed it releases them once it sees the end.
+		j, ok := s.jobs[c.Task]
+		if !ok {
+			return Result{}, notFound("release job on its end: task %d has no job record", c.Task)
+		}
+		j.ReleaseOnEnd = true
+		return Result{Task: c.Task}, nil
 	case RegisterRaylet:
 		r := c.Raylet
 		r.Registered = normTime(r.Registered)

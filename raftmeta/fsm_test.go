@@ -218,6 +218,9 @@ func TestFSMRefusesInvalid(t *testing.T) {
 		{"status of unknown job", SetJobStatus{Task: 77, Status: JobRunning}, dag.KindNotFound},
 		{"release of unknown job", ReleaseJob{Task: 77}, dag.KindNotFound},
 		{"release of running job", ReleaseJob{Task: running}, dag.KindInvalidArgument},
+		{"release on end of unknown job", ReleaseOnEnd{Task: 77}, dag.KindNotFound},
+		{"release on end of task without job", ReleaseOnEnd{Task: 1}, dag.KindNotFound},
+		{"release on end of task 0", ReleaseOnEnd{Task: 0}, dag.KindInvalidArgument},
 		{"status of task without job", SetJobStatus{Task: 1, Status: JobRunning}, dag.KindNotFound},
 		{"status back to submitted", SetJobStatus{Task: running, Status: JobSubmitted}, dag.KindInvalidArgument},
 		{"status out of range", SetJobStatus{Task: running, Status: 9}, dag.KindInvalidArgument},
@@ -761,12 +764,45 @@ func TestStatusAndTypeNames(t *testing.T) {
 		{JobCancelled.String(), "CANCELLED"}, {JobStatus(0).String(), "UNKNOWN"},
 		{JobStatus(6).String(), "JobState(6)"},
 		{TypeBeginStage.String(), "BeginStage"}, {CommandType(0).String(), "CommandType(0)"},
-		{TypeReleaseJob.String(), "ReleaseJob"}, {TypeSetSecret.String(), "SetSecret"}, {CommandType(17).String(), "CommandType(17)"},
+		{TypeReleaseJob.String(), "ReleaseJob"}, {TypeSetSecret.String(), "SetSecret"},
+		{TypeReleaseOnEnd.String(), "ReleaseOnEnd"}, {CommandType(18).String(), "CommandType(18)"},
 	}
 	for _, c := range cases {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+func TestReleaseOnEndRecorded(t *testing.T) {
+	h := newHarness(t, 0)
+	task := h.do(SubmitJob{Graph: []byte{1}, Time: t0}).Task
+	h.do(SetJobStatus{Task: task, Status: JobRunning, Time: t0})
+	h.do(ReleaseOnEnd{Task: task})
+	h.do(ReleaseOnEnd{Task: task}) // asking twice is fine
+	if j, _ := h.f.Job(task); !j.ReleaseOnEnd || j.Released || j.Status != JobRunning {
+		t.Fatalf("after ReleaseOnEnd: %+v; want running, to be released on its end", j)
+	}
+	// The request outlives a snapshot: a leader restored from one finds it.
+	restored := NewFSM(0, nil)
+	if err := restore(t, restored, snapshotBytes(t, h.f)); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if j, _ := restored.Job(task); !j.ReleaseOnEnd {
+		t.Fatalf("restored from a snapshot: %+v; want ReleaseOnEnd kept", j)
+	}
+	// A request that follows the job's end in the log is recorded too: the
+	// leader that proposed it releases the job.
+	h.do(SetJobStatus{Task: task, Status: JobSucceeded, Time: t0})
+	h.do(ReleaseJob{Task: task})
+	if j, _ := h.f.Job(task); !j.Released || !j.ReleaseOnEnd {
+		t.Fatalf("after the end and ReleaseJob: %+v; want released", j)
+	}
+	ended := h.do(SubmitJob{Graph: []byte{1}, Time: t0}).Task
+	h.do(SetJobStatus{Task: ended, Status: JobFailed, Time: t0})
+	h.do(ReleaseOnEnd{Task: ended})
+	if j, _ := h.f.Job(ended); !j.ReleaseOnEnd {
+		t.Fatalf("ReleaseOnEnd after the end: %+v; want it recorded", j)
 	}
 }
 

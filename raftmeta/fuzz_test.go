@@ -13,6 +13,7 @@ func seedCommands(f *testing.F) {
 		SubmitJob{Graph: []byte{0xa0}, Time: t0}, BeginStage{Task: 2, N: 4},
 		SetJobStatus{Task: 2, Status: JobSucceeded, Time: t0}, DeleteJob{Task: 2},
 		RegisterRaylet{Raylet: Raylet{ID: "r", Addr: "h:1"}}, DeregisterRaylet{ID: "r"},
+		ReleaseOnEnd{Task: 2}, ReleaseJob{Task: 2},
 	} {
 		d, err := EncodeCommand(Command{RequestID: NewRequestID(), Body: b})
 		if err != nil {

@@ -73,6 +73,9 @@ type Job struct {
 	// holds them instead for a job whose status was set by an earlier head.
 	// Read both with ResultIDs.
 	ResultRuns []dag.ObjectRun `cbor:"14,keyasint,omitempty"`
+	// ReleaseOnEnd says the driver released the job before it ended
+	// (ReleaseOnEnd): its results are released when it ends.
+	ReleaseOnEnd bool `cbor:"15,keyasint,omitempty"`
 }
 
 // ResultIDs returns the job's result object IDs, in order, from whichever
