@@ -520,7 +520,8 @@ func (j *Job) Cancel(ctx context.Context) error {
 
 // Release frees the job's results on the cluster. A job that has not
 // ended yet (still running, or cancelled with subtasks still stopping) is
-// released when it ends; Release does not wait for that.
+// released when it ends, by whichever head leads then; Release returns
+// once the request is recorded and does not wait for the end.
 func (j *Job) Release(ctx context.Context) error {
 	return j.c.head.Call(ctx, wire.MethodReleaseJob, wire.JobRef{Task: j.Task}, nil)
 }

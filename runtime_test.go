@@ -167,6 +167,90 @@ func TestCancelAbandonsStuckKernels(t *testing.T) {
 	}
 }
 
+// gateOp signals when it starts and then waits for the test to open the
+// gate (or for its interrupt).
+type gateOp struct{}
+
+var (
+	gateStarted = make(chan struct{}, 16)
+	gateOpen    = make(chan struct{}) // a send lets one kernel through
+)
+
+func (gateOp) Name() string { return "test.gate" }
+
+func (gateOp) Tile(tc *dag.TileContext) error {
+	c, err := tc.AddChunk(tc.Tileable().Op, tc.NodeArgs(), dag.Int64, nil, nil, nil)
+	tc.SetGrid(&dag.Grid{NSplits: [][]int64{}, Chunks: []int32{c}})
+	return err
+}
+
+func (gateOp) Exec(kc *dag.KernelCall) error {
+	gateStarted <- struct{}{}
+	select {
+	case <-gateOpen:
+	case <-kc.Ctx.Done():
+		return kc.Ctx.Err()
+	}
+	_, err := kc.Output(0, dag.Meta{DType: dag.Int64}, gateBytes)
+	return err
+}
+
+// gateBytes is the size of a gated job's result: big enough that the
+// stores' usage shows it.
+const gateBytes = 1 << 20
+
+func init() { dag.MustRegister(gateOp{}) }
+
+// TestReleaseBeforeTheEnd releases a job while it runs: the release is
+// recorded (through Raft, as ReleaseOnEnd) and answered, the job goes on
+// to succeed, and its result is freed when it ends rather than kept for
+// the result TTL.
+func TestReleaseBeforeTheEnd(t *testing.T) {
+	c, ctx := local(t, 1)
+	base := storeUse(t, c, ctx)
+	gated := raw{&dag.TileableGraph{Nodes: []dag.TileableNode{{Op: dag.OpIDOf("test.gate"), DType: dag.Int64}}, Outputs: []int32{0}}}
+	run := func(release bool) *phobos.Job {
+		j, err := c.Submit(ctx, gated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-gateStarted:
+		case <-ctx.Done():
+			t.Fatal("the gated kernel never started")
+		}
+		if release {
+			if err := j.Release(ctx); err != nil {
+				t.Fatalf("release of a running job: %v", err)
+			}
+		}
+		select {
+		case gateOpen <- struct{}{}: // the kernel waits for it
+		case <-ctx.Done():
+			t.Fatal("the gated kernel stopped waiting")
+		}
+		if _, err := j.Done(ctx); err != nil {
+			t.Fatalf("job (released while it ran: %v): %v; want it to succeed", release, err)
+		}
+		return j
+	}
+	// Not released: the result stays in the store once the job ended.
+	// (The stores are read directly: status reports lag by a heartbeat.)
+	kept := run(false)
+	if n := phobos.LocalStoreObjects(c); n != 1 {
+		t.Fatalf("%d objects in the store after a job not released; want its result", n)
+	}
+	if err := kept.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the released result to be freed", func() bool { return phobos.LocalStoreObjects(c) == 0 })
+	// Released while it ran: its result goes when it ends.
+	run(true)
+	testutil.WaitFor(t, 30*time.Second, "the result of the job released while it ran to be freed once it ended",
+		func() bool { return phobos.LocalStoreObjects(c) == 0 })
+	waitStores(t, c, ctx, func(used int64) bool { return used == base }, "return to their starting usage")
+}
+
 // TestStoresEmptyAfterRelease runs a 200,000-subtask job and checks every
 // store is back to its starting usage once the results are released.
 func TestStoresEmptyAfterRelease(t *testing.T) {

@@ -494,7 +494,7 @@ func (s *Server) readRecords(l *leadership) {
 // jobRecord is the machine's copy of a Raft job record.
 func jobRecord(rec raftmeta.Job) sched.JobRecord {
 	out := sched.JobRecord{Task: rec.Task, Owner: rec.Owner, State: rec.Status, Error: rec.Error, Cause: rec.Cause,
-		Submitted: rec.Submitted, Finished: rec.Finished, Released: rec.Released, Lowering: rec.Lowering}
+		Submitted: rec.Submitted, Finished: rec.Finished, Released: rec.Released, ReleaseOnEnd: rec.ReleaseOnEnd, Lowering: rec.Lowering}
 	codec.Unmarshal(rec.Options, &out.Options) // a record's options were checked when it was submitted
 	for _, st := range rec.Stages {
 		out.Stages = append(out.Stages, sched.StageRecord{ID: st.ID, Base: st.Base, Count: st.Count, Metas: st.Metas})
@@ -532,6 +532,8 @@ func raftBody(c sched.Command) raftmeta.Body {
 		return raftmeta.EndLowering{Task: c.Task}
 	case sched.ReleaseJobCmd:
 		return raftmeta.ReleaseJob{Task: c.Task}
+	case sched.ReleaseOnEndCmd:
+		return raftmeta.ReleaseOnEnd{Task: c.Task}
 	case sched.RegisterRayletCmd:
 		return raftmeta.RegisterRaylet{Raylet: raftmeta.Raylet{ID: c.ID, Addr: c.Addr, Slots: c.Slots, StoreCapacity: c.StoreCapacity, Registered: c.Time}}
 	case sched.DeleteJobCmd:

@@ -169,6 +169,10 @@ type EndLowering struct{ Task dag.TaskID }
 // ReleaseJobCmd records that a job's results were released.
 type ReleaseJobCmd struct{ Task dag.TaskID }
 
+// ReleaseOnEndCmd records that a job was released before it ended: its
+// results go when it ends, whichever leader records the end.
+type ReleaseOnEndCmd struct{ Task dag.TaskID }
+
 // RegisterRayletCmd records a raylet's identity.
 type RegisterRayletCmd struct {
 	ID, Addr      string
@@ -198,6 +202,7 @@ func (BeginStage) command()        {}
 func (BeginLowering) command()     {}
 func (EndLowering) command()       {}
 func (ReleaseJobCmd) command()     {}
+func (ReleaseOnEndCmd) command()   {}
 func (RegisterRayletCmd) command() {}
 func (OpenPutsCmd) command()       {}
 func (ClosePuts) command()         {}

@@ -57,6 +57,9 @@ type JobRecord struct {
 	Submitted time.Time
 	Finished  time.Time
 	Released  bool
+	// ReleaseOnEnd: the job was released before it ended (ReleaseOnEndCmd);
+	// its results are released when it ends.
+	ReleaseOnEnd bool
 	// Lowering lists the leaders that began lowering the job and did not
 	// finish: a job that took leaders down is not lowered blindly again.
 	Lowering []string

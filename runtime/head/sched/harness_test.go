@@ -357,11 +357,7 @@ func (h *harness) drain() {
 		h.work = slices.Delete(h.work, k, k+1)
 		switch w := w.(type) {
 		case Commit:
-			res, err := h.raft.apply(w)
-			if err != nil {
-				h.emit("raft refused %s: %v", describeCommand(w.Cmd), err)
-			}
-			h.step(&Committed{Req: w.Req, Result: res, Err: err})
+			h.applyCommit(w)
 		case dag.TaskID:
 			fj := h.raft.jobs[w]
 			ev := &Estimated{Task: w}
@@ -375,6 +371,26 @@ func (h *harness) drain() {
 			h.lower(w)
 		}
 	}
+}
+
+func (h *harness) applyCommit(c Commit) {
+	res, err := h.raft.apply(c)
+	if err != nil {
+		h.emit("raft refused %s: %v", describeCommand(c.Cmd), err)
+	}
+	h.step(&Committed{Req: c.Req, Result: res, Err: err})
+}
+
+// applyOne applies the first queued commit, though Raft is held: what it
+// queues in turn waits.
+func (h *harness) applyOne() {
+	k := slices.IndexFunc(h.work, func(w any) bool { _, ok := w.(Commit); return ok })
+	if k < 0 {
+		h.t.Fatalf("raft one: no commit is queued")
+	}
+	c := h.work[k].(Commit)
+	h.work = slices.Delete(h.work, k, k+1)
+	h.applyCommit(c)
 }
 
 // lower runs a Lower as the shell would, off the loop: alloc steps an
@@ -697,6 +713,8 @@ func describeCommand(c Command) string {
 		return fmt.Sprintf("EndLowering %d", c.Task)
 	case ReleaseJobCmd:
 		return fmt.Sprintf("ReleaseJob %d", c.Task)
+	case ReleaseOnEndCmd:
+		return fmt.Sprintf("ReleaseOnEnd %d", c.Task)
 	case RegisterRayletCmd:
 		return fmt.Sprintf("RegisterRaylet %s", c.ID)
 	case DeleteJobCmd:
@@ -859,6 +877,12 @@ func (f *fakeRaft) apply(c Commit) (CommitResult, error) {
 		if j := f.jobs[cmd.Task]; j != nil {
 			j.rec.Released = true
 		}
+	case ReleaseOnEndCmd:
+		j := f.jobs[cmd.Task]
+		if j == nil {
+			return res, dag.Errorf(dag.KindNotFound, "release job on its end: task %d has no job record", cmd.Task)
+		}
+		j.rec.ReleaseOnEnd = true
 	case RegisterRayletCmd:
 		f.raylets[cmd.ID] = true
 	case DeleteJobCmd:

@@ -103,6 +103,9 @@ func (l *Leader) newJob(rec *JobRecord, marks bool) *job {
 		j.retries = l.cfg.Retries
 	}
 	l.jobs[rec.Task] = j
+	if rec.ReleaseOnEnd {
+		l.releaseOnEnd(j) // released before an earlier leader saw it end
+	}
 	return j
 }
 
@@ -152,10 +155,19 @@ func (l *Leader) takeUpJobs() {
 	l.resumed = true
 	l.lastSweep = l.now
 	for _, task := range l.sortedRecords() {
-		if rec := l.records[task]; !rec.State.Terminal() {
+		switch rec := l.records[task]; {
+		case !rec.State.Terminal():
 			l.resumeJob(task, true, func(err error) {
 				if err != nil {
 					l.log.Warn("resume job", "task", task, "err", err)
+				}
+			})
+		case rec.ReleaseOnEnd && !rec.Released:
+			// It ended after its driver released it, and the leader that
+			// recorded the end did not record the release.
+			l.releaseJob(task, func(err error) {
+				if err != nil {
+					l.log.Warn("release a job released before it ended", "task", task, "err", err)
 				}
 			})
 		}
@@ -200,7 +212,7 @@ func (l *Leader) keepUnknown(task dag.TaskID) bool {
 // resultsMayExist reports whether a succeeded job's results could still be
 // held: not released, and the result TTL has not run out.
 func (l *Leader) resultsMayExist(rec *JobRecord) bool {
-	return rec.State == dag.JobSucceeded && !rec.Released && l.now.Sub(rec.Finished) < l.resultTTL(rec)
+	return rec.State == dag.JobSucceeded && !rec.Released && !rec.ReleaseOnEnd && l.now.Sub(rec.Finished) < l.resultTTL(rec)
 }
 
 func (l *Leader) resultTTL(rec *JobRecord) time.Duration {
@@ -657,23 +669,30 @@ func (l *Leader) releaseJobCall(ev *ReleaseJob) {
 //
 // A job whose end is not recorded yet — running, cancelled with subtasks
 // still stopping, or its outcome being committed — is released once it
-// is, and the caller is answered now: a driver that cancels and releases
-// at once (an interrupted program) must not leave the job's objects on
-// the raylets, nor its record running. (A leader that steps down first
-// forgets the release; the results then last their TTL.)
+// is: a driver that cancels and releases at once (an interrupted program)
+// must not leave the job's objects on the raylets, nor its record
+// running. The request is recorded first (ReleaseOnEndCmd), so that a
+// leader that takes over releases the job when it ends, or at once if it
+// ended; the caller is answered when Raft holds it.
 func (l *Leader) releaseJob(task dag.TaskID, done func(error)) {
 	if j := l.jobs[task]; j != nil && j.phase < phaseEnded {
-		if !j.releaseOnEnd {
-			j.releaseOnEnd = true
-			j.onEnd = append(j.onEnd, func() {
-				l.releaseJob(task, func(err error) {
-					if err != nil {
-						l.log.Warn("release a job once it ended", "task", task, "err", err)
-					}
-				})
-			})
+		l.releaseOnEnd(j)
+		rec := l.records[task]
+		if rec == nil || rec.ReleaseOnEnd {
+			done(nil)
+			return
 		}
-		done(nil)
+		l.commit(task, l.newRequest(), ReleaseOnEndCmd{Task: task}, func(_ CommitResult, err error) {
+			if err != nil {
+				// This leader still releases it when it ends; a later one
+				// would keep the results for their TTL. The caller hears
+				// it and asks again.
+				done(fmt.Errorf("release job %d once it ends: %w", task, err))
+				return
+			}
+			rec.ReleaseOnEnd = true
+			done(nil)
+		})
 		return
 	}
 	if _, ok := l.s.Release(task); ok {
@@ -709,6 +728,22 @@ func (l *Leader) releaseJob(task dag.TaskID, done func(error)) {
 		rec.Released = true
 		delete(l.releasing, task)
 		done(nil)
+	})
+}
+
+// releaseOnEnd has j released once its end is recorded.
+func (l *Leader) releaseOnEnd(j *job) {
+	if j.releaseOnEnd {
+		return
+	}
+	j.releaseOnEnd = true
+	task := j.task
+	j.onEnd = append(j.onEnd, func() {
+		l.releaseJob(task, func(err error) {
+			if err != nil {
+				l.log.Warn("release a job once it ended", "task", task, "err", err)
+			}
+		})
 	})
 }
 

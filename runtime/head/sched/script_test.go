@@ -56,6 +56,7 @@ var update = flag.Bool("update", false, "rewrite the golden scripts in testdata 
 //	put CLIENT TASK IDX RAYLET | releaseput CLIENT TASK IDX | share CLIENT TASK IDX WITH
 //	tick | advance D
 //	hold raft|lowering | run raft|lowering | raft fail KIND | raft ok
+//	raft one                     Raft (held) applies the first queued commit alone
 //	states TASK [STAGE]          every subtask's state
 //	infos                        how the Leader sees each raylet
 //	drain ID [as=CLIENT] | undrain ID [as=CLIENT]
@@ -375,9 +376,12 @@ func (h *harness) do(f []string) {
 		}
 		h.drain()
 	case "raft":
-		if f[1] == "ok" {
+		switch f[1] {
+		case "ok":
 			h.raft.fail = nil
-		} else {
+		case "one":
+			h.applyOne()
+		default:
 			h.raft.fail = dag.Errorf(kindByName(h.t, f[2]), "raft refuses")
 		}
 	case "states":
