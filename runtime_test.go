@@ -120,7 +120,26 @@ var (
 
 func (stuckOp) Name() string { return "test.stuck" }
 
-func (stuckOp) Tile(tc *dag.TileContext) error {
+func (stuckOp) Tile(tc *dag.TileContext) error { return tileScalar(tc) }
+
+// submitStarted submits a job of one op's single subtask and waits for
+// its kernel to signal started.
+func submitStarted(t *testing.T, c *phobos.Client, ctx context.Context, op string, started <-chan struct{}) *phobos.Job {
+	t.Helper()
+	j, err := c.Submit(ctx, raw{&dag.TileableGraph{Nodes: []dag.TileableNode{{Op: dag.OpIDOf(op), DType: dag.Int64}}, Outputs: []int32{0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatalf("the %s kernel never started", op)
+	}
+	return j
+}
+
+// tileScalar tiles a test op into one int64 chunk.
+func tileScalar(tc *dag.TileContext) error {
 	c, err := tc.AddChunk(tc.Tileable().Op, tc.NodeArgs(), dag.Int64, nil, nil, nil)
 	tc.SetGrid(&dag.Grid{NSplits: [][]int64{}, Chunks: []int32{c}})
 	return err
@@ -138,15 +157,7 @@ func init() { dag.MustRegister(stuckOp{}) }
 func TestCancelAbandonsStuckKernels(t *testing.T) {
 	c, ctx := local(t, 1)
 	t.Cleanup(func() { close(stuckRelease) })
-	j, err := c.Submit(ctx, raw{&dag.TileableGraph{Nodes: []dag.TileableNode{{Op: dag.OpIDOf("test.stuck"), DType: dag.Int64}}, Outputs: []int32{0}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-stuckStarted:
-	case <-ctx.Done():
-		t.Fatal("the stuck kernel never started")
-	}
+	j := submitStarted(t, c, ctx, "test.stuck", stuckStarted)
 	start := time.Now()
 	if err := j.Cancel(ctx); err != nil {
 		t.Fatal(err)
@@ -178,11 +189,7 @@ var (
 
 func (gateOp) Name() string { return "test.gate" }
 
-func (gateOp) Tile(tc *dag.TileContext) error {
-	c, err := tc.AddChunk(tc.Tileable().Op, tc.NodeArgs(), dag.Int64, nil, nil, nil)
-	tc.SetGrid(&dag.Grid{NSplits: [][]int64{}, Chunks: []int32{c}})
-	return err
-}
+func (gateOp) Tile(tc *dag.TileContext) error { return tileScalar(tc) }
 
 func (gateOp) Exec(kc *dag.KernelCall) error {
 	gateStarted <- struct{}{}
@@ -208,17 +215,8 @@ func init() { dag.MustRegister(gateOp{}) }
 func TestReleaseBeforeTheEnd(t *testing.T) {
 	c, ctx := local(t, 1)
 	base := storeUse(t, c, ctx)
-	gated := raw{&dag.TileableGraph{Nodes: []dag.TileableNode{{Op: dag.OpIDOf("test.gate"), DType: dag.Int64}}, Outputs: []int32{0}}}
 	run := func(release bool) *phobos.Job {
-		j, err := c.Submit(ctx, gated)
-		if err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-gateStarted:
-		case <-ctx.Done():
-			t.Fatal("the gated kernel never started")
-		}
+		j := submitStarted(t, c, ctx, "test.gate", gateStarted)
 		if release {
 			if err := j.Release(ctx); err != nil {
 				t.Fatalf("release of a running job: %v", err)
