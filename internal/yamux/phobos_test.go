@@ -1,6 +1,6 @@
 // phobos's tests of its changes: the shared receive buffers (stream.go,
-// recvBufs) and the send loop writing from the caller's memory; see
-// PHOBOS.md. Like the rest of this package, under the Mozilla Public
+// recvBufs), the send loop writing from the caller's memory, and callers
+// writing their own frames on an idle session; see PHOBOS.md. Like the rest of this package, under the Mozilla Public
 // License 2.0 (LICENSE).
 
 package yamux
@@ -382,5 +382,131 @@ func TestSharedBuffersKeepEveryStreamsBytes(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// recordingConn is a conn with write deadlines (so that callers may write
+// their frames directly) that records the type of every frame header
+// written to it.
+type recordingConn struct {
+	io.ReadWriteCloser
+	mu    sync.Mutex
+	types []uint8
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) {
+	if len(p) == headerSize && p[0] == protoVersion {
+		c.mu.Lock()
+		c.types = append(c.types, p[1])
+		c.mu.Unlock()
+	}
+	return c.ReadWriteCloser.Write(p)
+}
+
+func (c *recordingConn) SetWriteDeadline(time.Time) error { return nil }
+
+// A caller writes its frame itself only while no frame waits for the send
+// loop: a frame queued before it (here a window update the receive loop
+// would send, sendNoWait) goes out first. Checking only that no one held
+// the write lock let a direct write overtake a frame the send loop had
+// not yet taken.
+func TestDirectWriteOvertakesNoQueuedFrame(t *testing.T) {
+	c1, c2 := testConnPipe(t)
+	rec := &recordingConn{ReadWriteCloser: c1}
+	cfg := testConf()
+	client, err := Client(rec, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := Server(c2, testConf())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	go func() { // drain what the client sends
+		st, err := server.AcceptStream()
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, st)
+	}()
+	st, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec.mu.Lock()
+	rec.types = nil // the stream's opening
+	rec.mu.Unlock()
+	const rounds = 2000
+	hdr := header(make([]byte, headerSize))
+	for range rounds {
+		hdr.encode(typeWindowUpdate, 0, st.id, 0) // changes nothing at the server
+		if err := client.sendNoWait(append(header(nil), hdr...)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every frame queued before a Write is written before it: the data
+	// frames never get ahead of the window updates.
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	updates, data := 0, 0
+	for _, typ := range rec.types {
+		switch typ {
+		case typeWindowUpdate:
+			updates++
+		case typeData:
+			data++
+			if data > updates {
+				t.Fatalf("data frame %d written before the window update queued ahead of it (%d written)", data, updates)
+			}
+		}
+	}
+	if data != rounds {
+		t.Fatalf("%d data frames recorded, want %d", data, rounds)
+	}
+}
+
+// sinkConn takes every write and has nothing to read until it is closed.
+type sinkConn struct {
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *sinkConn) Read([]byte) (int, error) {
+	<-c.closed
+	return 0, io.EOF
+}
+func (c *sinkConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *sinkConn) Close() error                     { c.once.Do(func() { close(c.closed) }); return nil }
+func (c *sinkConn) SetWriteDeadline(time.Time) error { return nil }
+
+// A caller on an idle session writes its frame itself: no hand-off to
+// the send loop, and nothing allocated for it (the send loop's way takes
+// a sendReady a frame).
+func TestIdleSessionWritesDirectly(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	client, err := Client(&sinkConn{closed: make(chan struct{})}, testConf())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	st, err := client.OpenStream() // data may follow the SYN before its ACK
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 64)
+	if n := testing.AllocsPerRun(200, func() {
+		if _, err := st.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("a write on an idle session allocated %v times; want none", n)
 	}
 }

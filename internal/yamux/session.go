@@ -1,5 +1,6 @@
 // This file is hashicorp/yamux v0.1.2's, changed for phobos: the send loop
-// writes a body from the caller's memory (sendLoop), and io/ioutil gave way
+// writes a body from the caller's memory (sendLoop), a caller on an idle
+// session writes its own frame (waitForSendErr), and io/ioutil gave way
 // to io. See PHOBOS.md here; like the rest of yamux it is under the Mozilla
 // Public License 2.0 (LICENSE).
 
@@ -70,6 +71,18 @@ type Session struct {
 	// or to send a header out directly.
 	sendCh chan *sendReady
 
+	// phobos: whoever writes a frame to conn holds wmu: the send loop, or
+	// a caller that writes its own frame while nothing is queued (see
+	// waitForSendErr). queued counts the frames handed to sendCh and not
+	// yet written; a caller writes directly only while it is zero, so no
+	// frame overtakes one queued before it. deadline is the conn's write
+	// deadline (see arm), dl the conn's SetWriteDeadline (nil if it has
+	// none: then every frame goes through the send loop).
+	wmu      sync.Mutex
+	queued   atomic.Int64
+	deadline time.Time
+	dl       interface{ SetWriteDeadline(time.Time) error }
+
 	// recvDoneCh is closed when recv() exits to avoid a race
 	// between stream registration and stream shutdown
 	recvDoneCh chan struct{}
@@ -114,6 +127,7 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 		sendDoneCh: make(chan struct{}),
 		shutdownCh: make(chan struct{}),
 	}
+	s.dl, _ = conn.(interface{ SetWriteDeadline(time.Time) error })
 	if client {
 		s.nextStreamID = 1
 	} else {
@@ -391,7 +405,31 @@ func (s *Session) waitForSend(hdr header, body []byte) error {
 // waitForSendErr waits to send a header with optional data, checking for a
 // potential shutdown. Since there's the expectation that sends can happen
 // in a timely manner, we enforce the connection write timeout here.
+//
+// phobos: while nothing is queued and no one writes, the caller writes its
+// frame itself rather than wake the send loop and wait to be woken in
+// turn: with a thousand mostly idle sessions, those two hand-offs were a
+// good part of a message's cost. Only callers that may block write
+// directly (the receive loop queues what it sends, sendNoWait): a receive
+// loop stuck in a write would stop draining the conn, and both ends could
+// wait on each other.
 func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) error {
+	if s.dl != nil && s.queued.Load() == 0 && s.wmu.TryLock() {
+		if s.queued.Load() == 0 {
+			if s.IsClosed() {
+				s.wmu.Unlock()
+				return ErrSessionShutdown
+			}
+			err := s.writeFrame(hdr, body)
+			s.wmu.Unlock()
+			if err != nil {
+				s.exitErr(err) // as the send loop ends the session
+			}
+			wakeIdle()
+			return err
+		}
+		s.wmu.Unlock()
+	}
 	t := timerPool.Get()
 	timer := t.(*time.Timer)
 	timer.Reset(s.config.ConnectionWriteTimeout)
@@ -405,11 +443,14 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 	}()
 
 	ready := &sendReady{Hdr: hdr, Body: body, Err: errCh}
+	s.queued.Add(1)
 	select {
 	case s.sendCh <- ready:
 	case <-s.shutdownCh:
+		s.queued.Add(-1)
 		return ErrSessionShutdown
 	case <-timer.C:
+		s.queued.Add(-1)
 		return ErrConnectionWriteTimeout
 	}
 
@@ -461,12 +502,15 @@ func (s *Session) sendNoWait(hdr header) error {
 		timerPool.Put(t)
 	}()
 
+	s.queued.Add(1)
 	select {
 	case s.sendCh <- &sendReady{Hdr: hdr}:
 		return nil
 	case <-s.shutdownCh:
+		s.queued.Add(-1)
 		return ErrSessionShutdown
 	case <-timer.C:
+		s.queued.Add(-1)
 		return ErrConnectionWriteTimeout
 	}
 }
@@ -485,67 +529,103 @@ func (s *Session) sendLoop() error {
 	// were cold, and the copy a good part of a frame's cost). The caller may
 	// not reuse that memory until the write is done, so the loop holds
 	// ready.mu while it writes: a caller that gives up (write timeout,
-	// shutdown) takes the lock before it returns. So that it waits a
-	// bounded time, every frame's writes to a conn that takes deadlines
-	// have one at least ConnectionWriteTimeout after they start and at most
-	// twice that (re-armed only when less is left, not per frame): no write
-	// is cut short before its caller's own timer would have given up on it,
-	// and one stuck past that ends the session, as a dead connection would.
-	dl, _ := s.conn.(interface{ SetWriteDeadline(time.Time) error })
-	var deadline time.Time
-	arm := func() error {
-		if dl == nil {
-			return nil
-		}
-		now := time.Now()
-		if now.Add(s.config.ConnectionWriteTimeout).Before(deadline) {
-			return nil
-		}
-		deadline = now.Add(2 * s.config.ConnectionWriteTimeout)
-		return dl.SetWriteDeadline(deadline)
-	}
+	// shutdown) takes the lock before it returns. Deadlines: see arm.
 	for {
 		select {
 		case ready := <-s.sendCh:
-			// One deadline for the frame's header and body: the caller's
-			// timer started before the header's write, so the body still
-			// has at least its caller's time.
-			if err := arm(); err != nil {
-				s.logger.Printf("[ERR] yamux: Failed to set the write deadline: %v", err)
-				asyncSendErr(ready.Err, err)
+			s.wmu.Lock()
+			var err error
+			if ready.Hdr != nil {
+				err = s.writeFrame(ready.Hdr, nil)
+			}
+			ready.mu.Lock()
+			if err == nil && ready.Body != nil {
+				err = s.writeFrame(nil, ready.Body)
+			}
+			ready.Body = nil
+			ready.mu.Unlock()
+			s.queued.Add(-1)
+			s.wmu.Unlock()
+			asyncSendErr(ready.Err, err)
+			if err != nil {
 				return err
 			}
-			// Send a header if ready
-			if ready.Hdr != nil {
-				_, err := s.conn.Write(ready.Hdr)
-				if err != nil {
-					s.logger.Printf("[ERR] yamux: Failed to write header: %v", err)
-					asyncSendErr(ready.Err, err)
-					return err
-				}
-			}
-
-			ready.mu.Lock()
-			if ready.Body != nil {
-				// Send data from a body if given
-				_, err := s.conn.Write(ready.Body)
-				ready.Body = nil
-				ready.mu.Unlock()
-				if err != nil {
-					s.logger.Printf("[ERR] yamux: Failed to write body: %v", err)
-					asyncSendErr(ready.Err, err)
-					return err
-				}
-			} else {
-				ready.mu.Unlock()
-			}
-
-			// No error, successful send
-			asyncSendErr(ready.Err, nil)
 		case <-s.shutdownCh:
 			return nil
 		}
 	}
+}
+
+// waker is a goroutine that only receives: readying it (wakeIdle) wakes
+// an idle P, as handing a frame to the send loop did.
+var waker = make(chan struct{})
+
+func init() {
+	go func() {
+		for range waker {
+		}
+	}()
+}
+
+// wakeIdle readies the waker if it is parked (a send that would wait is
+// dropped: it is running, or about to be). A frame handed to the send loop
+// readied that goroutine, and the Go scheduler then woke an idle P, which
+// spun polling the network: when the peer is in the same process (the
+// embedded cluster, over loopback TCP), that P caught its answer at once.
+// A direct write readies nothing, and the answer waited for a thread
+// asleep in epoll_wait: a single caller's round trip over loopback within
+// one process was 15-20 % slower, and Task Bench's finest efficient task
+// coarser (docs/performance.md). The wake costs one goroutine switch on a
+// P that had nothing to do, not the caller's.
+func wakeIdle() {
+	select {
+	case waker <- struct{}{}:
+	default:
+	}
+}
+
+// writeFrame writes a frame's header and body (either may be nil) to the
+// conn; the caller holds wmu.
+func (s *Session) writeFrame(hdr header, body []byte) error {
+	// One deadline for the frame's header and body: a caller's timer
+	// starts before the header's write, so the body still has at least
+	// its caller's time.
+	if err := s.arm(); err != nil {
+		s.logger.Printf("[ERR] yamux: Failed to set the write deadline: %v", err)
+		return err
+	}
+	if hdr != nil {
+		if _, err := s.conn.Write(hdr); err != nil {
+			s.logger.Printf("[ERR] yamux: Failed to write header: %v", err)
+			return err
+		}
+	}
+	if body != nil {
+		if _, err := s.conn.Write(body); err != nil {
+			s.logger.Printf("[ERR] yamux: Failed to write body: %v", err)
+			return err
+		}
+	}
+	return nil
+}
+
+// arm sets the conn's write deadline; the caller holds wmu. So that a
+// caller waits a bounded time, every frame's writes to a conn that takes
+// deadlines have one at least ConnectionWriteTimeout after they start and
+// at most twice that (re-armed only when less is left, not per frame): no
+// write is cut short before its caller's own timer would have given up on
+// it, and one stuck past that ends the session, as a dead connection
+// would.
+func (s *Session) arm() error {
+	if s.dl == nil {
+		return nil
+	}
+	now := time.Now()
+	if now.Add(s.config.ConnectionWriteTimeout).Before(s.deadline) {
+		return nil
+	}
+	s.deadline = now.Add(2 * s.config.ConnectionWriteTimeout)
+	return s.dl.SetWriteDeadline(s.deadline)
 }
 
 // recv is a long running goroutine that accepts new data
