@@ -106,6 +106,36 @@ func (r PullReply) AppendCBOR(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// Bounds on the encodings above, for a sender that must keep a reply
+// under its peer's max frame before it encodes it: a CBOR head or an
+// integer takes at most 9 bytes, a key 1, an int32 at most 5.
+const (
+	specFixedBound  = 1 + (1 + 9 + len(dag.SubtaskID{})) + 5*(1+9) // map, ID, then Attempt, Ops, Outputs, Inputs, OutputBytes
+	opFixedBound    = 1 + 6*(1+9)                                  // map, Op, Args, Inputs, Index, Shape, DType
+	inputFixedBound = 1 + (1 + 9 + len(dag.ObjectID{})) + (1 + 9) + (1 + 9) + (1 + 5) + 2
+	// PullReplyBound is what a PullReply takes beyond its specs'
+	// SizeBound and FreeBound a freed ID.
+	PullReplyBound = 1 + 2*(1+9) + 2
+	FreeBound      = 1 + len(dag.ObjectID{})
+)
+
+// SizeBound bounds the bytes s's encoding takes in a PullReply. It walks
+// the ops and inputs but encodes nothing.
+func (s *SubtaskSpec) SizeBound() int {
+	n := specFixedBound + 5*len(s.Outputs)
+	for k := range s.Ops {
+		o := &s.Ops[k]
+		n += opFixedBound + len(o.Args) + 5*(len(o.Inputs)+len(o.Index)) + 9*len(o.Shape)
+	}
+	for k := range s.Inputs {
+		n += inputFixedBound
+		for _, l := range s.Inputs[k].Locations {
+			n += 9 + len(l)
+		}
+	}
+	return n
+}
+
 func (s *SubtaskSpec) appendCBOR(dst []byte) []byte {
 	n := 3 // ID, Ops, Outputs: never omitted
 	if s.Attempt != 0 {

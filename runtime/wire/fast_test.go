@@ -3,8 +3,10 @@ package wire
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +159,60 @@ func TestPullReplyCodecMatchesGeneric(t *testing.T) {
 			t.Fatalf("reply %d: decoded into reused memory: %v\n%+v\nwant %+v", i, err, reused, generic)
 		}
 		checkSkim(t, want, &fast)
+	}
+}
+
+// TestPullReplySizeBound holds SizeBound, PullReplyBound and FreeBound
+// to the bytes a reply takes, over random replies and one whose every
+// number takes its longest encoding: the head stops adding specs to a
+// reply by these bounds, so that it never outgrows the raylet's max frame.
+func TestPullReplySizeBound(t *testing.T) {
+	check := func(what string, r PullReply) {
+		t.Helper()
+		data, err := r.AppendCBOR(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := PullReplyBound + FreeBound*len(r.Free)
+		for i := range r.Subtasks {
+			bound += r.Subtasks[i].SizeBound()
+		}
+		if len(data) > bound {
+			t.Fatalf("%s: encodes to %d bytes, over its bound of %d:\n%+v", what, len(data), bound, r)
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 3000 {
+		check(fmt.Sprintf("reply %d", i), randomReply(rng))
+	}
+	// Each list long and of the longest numbers on its own, so that the
+	// term of the bound for it is needed: the fixed parts' slack cannot
+	// cover a missing one.
+	const n = 10000
+	ints := make([]int32, n)
+	longs := make([]int64, n)
+	locs := make([]string, n)
+	for k := range n {
+		ints[k], longs[k] = math.MinInt32, math.MinInt64
+	}
+	id := dag.PackSubtaskID(1, 1, 1)
+	for _, c := range []struct {
+		what string
+		r    PullReply
+	}{
+		{"outputs", PullReply{Subtasks: []SubtaskSpec{{ID: id, Outputs: ints}}}},
+		{"op inputs", PullReply{Subtasks: []SubtaskSpec{{ID: id, Ops: []OpSpec{{Inputs: ints}}}}}},
+		{"op index", PullReply{Subtasks: []SubtaskSpec{{ID: id, Ops: []OpSpec{{Index: ints}}}}}},
+		{"op shape", PullReply{Subtasks: []SubtaskSpec{{ID: id, Ops: []OpSpec{{Shape: longs}}}}}},
+		{"op args", PullReply{Subtasks: []SubtaskSpec{{ID: id, Ops: []OpSpec{{Args: make([]byte, n)}}}}}},
+		{"ops", PullReply{Subtasks: []SubtaskSpec{{ID: id, Ops: slices.Repeat([]OpSpec{{Op: math.MaxUint32, Args: []byte{1}, Inputs: ints[:1], Index: ints[:1], Shape: longs[:1], DType: math.MaxUint8}}, n)}}}},
+		{"inputs", PullReply{Subtasks: []SubtaskSpec{{ID: id, Inputs: slices.Repeat([]InputSpec{{Size: math.MinInt64, Part: math.MinInt32, Pending: true, Locations: []string{"a"}}}, n)}}}},
+		{"locations", PullReply{Subtasks: []SubtaskSpec{{ID: id, Inputs: []InputSpec{{Locations: locs}}}}}},
+		{"long location", PullReply{Subtasks: []SubtaskSpec{{ID: id, Inputs: []InputSpec{{Locations: []string{strings.Repeat("h", 70000)}}}}}}},
+		{"specs", PullReply{Subtasks: slices.Repeat([]SubtaskSpec{{ID: id, Attempt: math.MinInt64, OutputBytes: math.MinInt64, Outputs: ints[:1], Ops: []OpSpec{{}}, Inputs: []InputSpec{{}}}}, n)}},
+		{"frees", PullReply{Subtasks: []SubtaskSpec{{ID: id}}, Free: make([]dag.ObjectID, n), More: true}},
+	} {
+		check(c.what, c.r)
 	}
 }
 
