@@ -517,7 +517,7 @@ func (s *Server) registerRaylet(ctx context.Context, sess *transport.Session, re
 		return nil, err
 	}
 	call := s.newCall()
-	v, err := s.call(ctx, &sched.Register{Call: call, Session: sess, RegisterRaylet: req, CertNotAfter: sess.Peer().NotAfter}, call, 0)
+	v, err := s.call(ctx, &sched.Register{Call: call, Session: sess, RegisterRaylet: req, CertNotAfter: sess.Peer().NotAfter, MaxReply: sess.PeerMaxFrame()}, call, 0)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, dag.Errorf(dag.KindUnavailable, "register raylet %s: gave up waiting for the leader's answer: %w", req.ID, ctx.Err())

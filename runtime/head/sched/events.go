@@ -105,6 +105,9 @@ type Register struct {
 	// CertNotAfter is when the certificate the raylet connected with
 	// expires (zero without TLS), until its heartbeats say otherwise.
 	CertNotAfter time.Time
+	// MaxReply is the largest frame the raylet's session takes: no pull
+	// reply to it may be larger (0: DefaultMaxReply).
+	MaxReply int
 }
 
 // Heartbeat is a raylet's MethodHeartbeat.

@@ -62,6 +62,10 @@ type harness struct {
 	ended             []dag.TaskID
 	// widest is the most subtasks one Step handed out.
 	widest int
+	// maxReply, when set, is the max frame raylets register with, and
+	// biggestReply the most bytes a pull reply took encoded; a reply over
+	// maxReply fails the test.
+	maxReply, biggestReply int
 }
 
 // fakeSession is a session token: a pointer, so each connection is its own.
@@ -221,6 +225,15 @@ func (h *harness) take(fx *Effects) {
 		handed += len(p.Subtasks)
 	}
 	h.widest = max(h.widest, handed)
+	if h.maxReply > 0 {
+		for _, p := range fx.Pulls {
+			b, err := wire.PullReply{Subtasks: p.Subtasks, Free: p.Free, More: p.More}.AppendCBOR(nil)
+			if err != nil || len(b) > h.maxReply {
+				h.t.Errorf("a pull reply of %d subtasks and %d frees takes %d bytes, over the max frame of %d (%v)", len(p.Subtasks), len(p.Free), len(b), h.maxReply, err)
+			}
+			h.biggestReply = max(h.biggestReply, len(b))
+		}
+	}
 	for _, p := range fx.Pulls {
 		name := h.byR[p.Raylet]
 		fr := h.raylets[name]
@@ -478,7 +491,7 @@ func (h *harness) registerAs(name, id, addr string, slots int) *fakeRaylet {
 	fr.id, fr.addr, fr.slots = id, addr, slots
 	fr.sess = &fakeSession{name: name}
 	ev := &Register{Call: h.call("register " + name), Session: fr.sess}
-	ev.ID, ev.Addr, ev.Slots, ev.Pipeline = id, addr, slots, !fr.old
+	ev.ID, ev.Addr, ev.Slots, ev.Pipeline, ev.MaxReply = id, addr, slots, !fr.old, h.maxReply
 	for _, id := range sortedObjects(fr.store) {
 		ev.Held = append(ev.Held, wire.HeldObject{ID: id, Size: fr.store[id]})
 	}

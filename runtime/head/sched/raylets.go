@@ -131,7 +131,7 @@ func (l *Leader) join(ev *Register, replacing Session) {
 	}
 	r := l.s.AddRaylet(ev.ID, ev.Addr, ev.Slots)
 	rv := l.s.raylets[r]
-	rv.http, rv.pipelines = ev.HTTP, ev.Pipeline
+	rv.http, rv.pipelines, rv.maxReply = ev.HTTP, ev.Pipeline, ev.MaxReply
 	rv.session, rv.lastBeat, rv.since, rv.certNotAfter, rv.leaving = ev.Session, l.now, l.now, ev.CertNotAfter, false
 	rv.parked = parkedPull{}
 	rv.draining = l.draining[ev.ID]

@@ -113,6 +113,10 @@ type scheduler struct {
 	NoPipeline bool
 	// ahead is pipeline's scratch stack.
 	ahead []int32
+	// replyLeft is how many more bytes of specs the pull being answered
+	// may take, and specMax the most one spec may take in it (see
+	// pullMore).
+	replyLeft, specMax int
 
 	// deferred lists the raylets with frees held back (raylet.later),
 	// each once; an entry may be stale (its frees already went).
@@ -201,6 +205,7 @@ type raylet struct {
 	certNotAfter time.Time // when the certificate it uses now expires
 	leaving      bool      // it said goodbye: its loss is a departure
 	pipelines    bool      // it takes subtasks ahead of their inputs (wire.RegisterRaylet.Pipeline)
+	maxReply     int       // the most bytes a pull reply to it may take (its max frame; 0: DefaultMaxReply)
 	draining     bool      // an operator drains it: no new work (drain.go)
 	parked       parkedPull
 	// frontier lists subtasks running on the raylet whose readers may be
@@ -652,16 +657,25 @@ func (s *scheduler) Pull(r Raylet, credits int, out []wire.SubtaskSpec) []wire.S
 
 // pullMore is Pull, and says whether the credits ran out with subtasks
 // still queued for r: a pull it sends next is answered at once.
+//
+// A reply stays under the raylet's max frame whatever the credits: specs
+// are added while they take less than half of it (by wire.SizeBound),
+// and one spec may take at most a quarter, so that the last one added
+// still fits with the frees (replyFrees). A job with a spec larger than
+// that fails (tooLarge). A raylet thus asking for more than a frame holds
+// gets a reply that says More, and pulls again.
 func (s *scheduler) pullMore(r Raylet, credits int, out []wire.SubtaskSpec) ([]wire.SubtaskSpec, bool) {
 	rv := s.raylets[r]
 	if !rv.alive || rv.draining {
 		return out, false
 	}
 	defer s.touch(r) // its queue and running count changed: reorder it once
-	for credits > 0 {
+	maxReply := rv.replyLimit()
+	s.replyLeft, s.specMax = maxReply/2, maxReply/4
+	for credits > 0 && s.replyLeft > 0 {
 		e, ok := s.pop(r)
 		if !ok {
-			if credits, out = s.pipelineFrontier(r, credits, out); credits == 0 {
+			if credits, out = s.pipelineFrontier(r, credits, out); credits == 0 || s.replyLeft <= 0 {
 				break
 			}
 			s.touch(r) // the victim is chosen among the others in order
@@ -670,21 +684,59 @@ func (s *scheduler) pullMore(r Raylet, credits int, out []wire.SubtaskSpec) ([]w
 				break
 			}
 		}
-		out = s.dispatch(e.j, e.i, r, out)
+		if out, ok = s.dispatch(e.j, e.i, r, out); !ok {
+			continue
+		}
 		credits--
 		credits, out = s.pipeline(e.j, e.i, r, credits, out)
 	}
-	return out, credits == 0 && (rv.queue.Len() > 0 || len(rv.frontier) > 0)
+	full := credits == 0 || s.replyLeft <= 0
+	return out, full && (rv.queue.Len() > 0 || len(rv.frontier) > 0)
+}
+
+// DefaultMaxReply is the max frame of a raylet that registered none
+// (transport.DefaultMaxFrameSize).
+const DefaultMaxReply = 16 << 20
+
+// replyLimit is the most bytes a pull reply to the raylet may take.
+func (rv *raylet) replyLimit() int {
+	if rv.maxReply <= 0 {
+		return DefaultMaxReply
+	}
+	return rv.maxReply
 }
 
 // dispatch runs subtask i of j on r: RUNNING there, its spec appended to
-// out.
-func (s *scheduler) dispatch(j *stage, i int32, r Raylet, out []wire.SubtaskSpec) []wire.SubtaskSpec {
+// out. A spec larger than a reply to r may carry is not sent: its job
+// fails (tooLarge), and dispatch reports false.
+func (s *scheduler) dispatch(j *stage, i int32, r Raylet, out []wire.SubtaskSpec) ([]wire.SubtaskSpec, bool) {
+	sp := s.spec(j, i)
+	n := sp.SizeBound()
+	if n > s.specMax {
+		s.tooLarge(j, i, r, n)
+		return out, false
+	}
+	s.replyLeft -= n
 	j.state[i] = Running
 	j.where[i] = r
 	j.active++
 	s.raylets[r].running++
-	return append(out, s.spec(j, i))
+	return append(out, sp), true
+}
+
+// tooLarge fails job j, whose subtask i has a spec of n bytes, more than
+// a pull reply to raylet r may carry. Every raylet would refuse it alike
+// (they share a max frame as a rule), so it is not tried elsewhere.
+func (s *scheduler) tooLarge(j *stage, i int32, r Raylet, n int) {
+	j.state[i] = Fatal
+	if j.status != dag.JobRunning {
+		return
+	}
+	rv := s.raylets[r]
+	s.cancelAll(j, dag.JobFailed, dag.Errorf(dag.KindResourceExhausted,
+		"subtask %s (%s) reads %d inputs and takes up to %d bytes to describe, more than a quarter of the %d bytes raylet %s takes in a frame: "+
+			"raise the raylets' max frame (--max-frame) or give the op fewer inputs",
+		j.sg.ID(i), s.opNames(j, i), len(j.sg.Preds.Row(i)), n, rv.replyLimit(), rv.id))
 }
 
 // pipeline dispatches to r, after subtask i went there, the readers of i
@@ -711,12 +763,16 @@ func (s *scheduler) pipeline(j *stage, i int32, r Raylet, credits int, out []wir
 			if !s.mayPipeline(j, u, r) {
 				continue
 			}
-			if credits == 0 {
+			if credits == 0 || s.replyLeft <= 0 {
 				rv := s.raylets[r]
 				rv.frontier = append(rv.frontier, entry{j: j, i: p})
 				break
 			}
-			out = s.dispatch(j, u, r, out)
+			var ok bool
+			if out, ok = s.dispatch(j, u, r, out); !ok {
+				s.ahead = st[:0]
+				return credits, out // its job failed: nothing more of it goes ahead
+			}
 			credits--
 			st = append(st, u)
 		}
@@ -754,7 +810,7 @@ func (s *scheduler) mayPipeline(j *stage, u int32, r Raylet) bool {
 func (s *scheduler) pipelineFrontier(r Raylet, credits int, out []wire.SubtaskSpec) (int, []wire.SubtaskSpec) {
 	rv := s.raylets[r]
 	k := 0
-	for ; k < len(rv.frontier) && credits > 0; k++ {
+	for ; k < len(rv.frontier) && credits > 0 && s.replyLeft > 0; k++ {
 		e := rv.frontier[k]
 		if e.j.state[e.i] == Running && e.j.where[e.i] == r {
 			credits, out = s.pipeline(e.j, e.i, r, credits, out)
@@ -1335,13 +1391,23 @@ func (s *scheduler) sendLater(r Raylet) {
 }
 
 // takeFrees appends what r is to free, this event's and held back, to buf,
-// for a pull reply, and forgets them.
+// for a pull reply, and forgets them: at most a quarter of r's max frame
+// of them (see pullMore). The rest go in this event's FreeObjects
+// messages, which reach r before the reply.
 func (s *scheduler) takeFrees(r Raylet, buf []dag.ObjectID) []dag.ObjectID {
 	rv := s.raylets[r]
-	buf = append(buf, s.fx.Free[r]...)
-	s.fx.Free[r] = s.fx.Free[r][:0]
-	buf = append(buf, rv.later...)
+	limit := rv.replyLimit() / 4 / wire.FreeBound
+	now := s.fx.Free[r]
+	k := min(len(now), limit)
+	buf = append(buf, now[:k]...)
+	s.fx.Free[r] = append(now[:0], now[k:]...)
+	k = min(len(rv.later), limit-k)
+	buf = append(buf, rv.later[:k]...)
+	s.fx.Free[r] = append(s.fx.Free[r], rv.later[k:]...)
 	rv.later = shrink(rv.later, 2*freeBatch)
+	if len(s.fx.Free[r]) > 0 {
+		s.tell(r)
+	}
 	return buf
 }
 
