@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -89,5 +90,65 @@ func TestSpecOverMaxFrameFailsJob(t *testing.T) {
 	}
 	if got := h.l.s.raylets[h.raylet("A").r].running; got != 0 {
 		t.Fatalf("raylet A runs %d subtasks after the job failed", got)
+	}
+}
+
+// TestFindInputMatchesScan holds findInput's index to the scan it
+// replaces: over specs of up to 300 inputs with repeats, appended between
+// looks, it finds the first input of each key, and none of a key absent.
+func TestFindInputMatchesScan(t *testing.T) {
+	s := newScheduler()
+	rng := rand.New(rand.NewPCG(1, 2))
+	obj := func(k int) dag.ObjectID { return dag.NewObjectID(dag.PackSubtaskID(1, 1, uint64(k)), 0) }
+	scan := func(in0 int, id dag.ObjectID, part int32) int {
+		for y := in0; y < len(s.inBuf); y++ {
+			if s.inBuf[y].Object == id && s.inBuf[y].Part == part {
+				return y - in0
+			}
+		}
+		return -1
+	}
+	for round := range 200 {
+		s.inBuf = s.inBuf[:0]
+		// Inputs of earlier specs of the same reply come first.
+		for range rng.IntN(5) {
+			s.inBuf = append(s.inBuf, wire.InputSpec{Object: obj(rng.IntN(50))})
+		}
+		in0 := len(s.inBuf)
+		s.resetInputIndex()
+		for range 1 + rng.IntN(300) {
+			id, part := obj(rng.IntN(400)), int32(rng.IntN(2))
+			if got, want := s.findInput(in0, id, part), scan(in0, id, part); got != want {
+				t.Fatalf("round %d, %d inputs: findInput(%v, part %d) = %d, the scan finds %d", round, len(s.inBuf)-in0, id, part, got, want)
+			}
+			s.inBuf = append(s.inBuf, wire.InputSpec{Object: id, Part: part}) // listed again or not, as spec may
+		}
+	}
+}
+
+// BenchmarkSpecWideGather builds the spec of a subtask reading 1,000
+// inputs, as a gather of a whole step of Task Bench's all_to_all does.
+func BenchmarkSpecWideGather(b *testing.B) {
+	h := newHarness(b, Config{Head: "h1"})
+	h.records()
+	h.addRaylet("A", 2)
+	h.addJob(1, tensor.Ones([]int64{1000}, tensor.Chunks(1)).SumCombine(1000), 0)
+	h.done("A", h.take1("A", 1000)...)
+	j := h.stage(1, 0)
+	i := int32(-1)
+	for k, st := range j.state {
+		if st == Ready {
+			i = int32(k)
+		}
+	}
+	if i < 0 {
+		b.Fatal("no gather ready")
+	}
+	s := h.l.s
+	for b.Loop() {
+		s.resetBuffers()
+		if sp := s.spec(j, i); len(sp.Inputs) != 1000 {
+			b.Fatalf("the gather reads %d inputs", len(sp.Inputs))
+		}
 	}
 }

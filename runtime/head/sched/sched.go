@@ -113,6 +113,10 @@ type scheduler struct {
 	NoPipeline bool
 	// ahead is pipeline's scratch stack.
 	ahead []int32
+	// inputAt indexes the inputs of the spec being built, and indexed
+	// says how many of them (see findInput).
+	inputAt map[inputKey]int32
+	indexed int
 	// replyLeft is how many more bytes of specs the pull being answered
 	// may take, and specMax the most one spec may take in it (see
 	// pullMore).
@@ -919,6 +923,7 @@ func (s *scheduler) spec(j *stage, i int32) wire.SubtaskSpec {
 	s.opBuf = grow(s.opBuf, len(chunks))
 	ops := s.opBuf[o0 : o0+len(chunks) : o0+len(chunks)]
 	in0 := len(s.inBuf)
+	s.resetInputIndex()
 	for k, c := range chunks {
 		op := &ops[k]
 		n := &cg.Nodes[c]
@@ -937,13 +942,7 @@ func (s *scheduler) spec(j *stage, i int32) wire.SubtaskSpec {
 				continue
 			}
 			id, _ := j.plan.ObjectOf(in) // an earlier stage's object if in is a fetch node
-			k := -1
-			for y := in0; y < len(s.inBuf); y++ {
-				if s.inBuf[y].Object == id && s.inBuf[y].Part == part {
-					k = y - in0
-					break
-				}
-			}
+			k := s.findInput(in0, id, part)
 			if k < 0 {
 				pj, pi, pc := j, sg.Owner[in], in
 				if pi < 0 { // made by an earlier stage
@@ -1003,6 +1002,63 @@ func (s *scheduler) spec(j *stage, i int32) wire.SubtaskSpec {
 	}
 	sp.Outputs = s.refBuf[r0:len(s.refBuf):len(s.refBuf)]
 	return sp
+}
+
+// scanInputs is how many inputs of a spec findInput scans; past that it
+// looks them up in an index.
+const scanInputs = 32
+
+// inputKey names an input of a spec: an object, or one part of it.
+type inputKey struct {
+	id   dag.ObjectID
+	part int32
+}
+
+// findInput returns the index, among the inputs of the spec being built
+// (s.inBuf from in0), of part of object id (0: all of it), or -1: a
+// subtask lists an object it reads twice once. A spec of a few inputs is
+// scanned; past scanInputs they are indexed as they are looked for (those
+// appended since the last look first), so that a subtask reading
+// thousands of inputs, as a gather of a whole step does, costs time
+// linear in them, not quadratic.
+func (s *scheduler) findInput(in0 int, id dag.ObjectID, part int32) int {
+	n := len(s.inBuf) - in0
+	if n <= scanInputs {
+		for y := in0; y < len(s.inBuf); y++ {
+			if s.inBuf[y].Object == id && s.inBuf[y].Part == part {
+				return y - in0
+			}
+		}
+		return -1
+	}
+	if s.inputAt == nil {
+		s.inputAt = make(map[inputKey]int32)
+	}
+	for y := in0 + s.indexed; y < len(s.inBuf); y++ {
+		key := inputKey{s.inBuf[y].Object, s.inBuf[y].Part}
+		if _, ok := s.inputAt[key]; !ok { // the first holds, as a scan finds it
+			s.inputAt[key] = int32(y - in0)
+		}
+	}
+	s.indexed = n
+	if k, ok := s.inputAt[inputKey{id, part}]; ok {
+		return int(k)
+	}
+	return -1
+}
+
+// resetInputIndex empties findInput's index for the next spec; one grown
+// by a very wide subtask is let go.
+func (s *scheduler) resetInputIndex() {
+	if s.indexed == 0 {
+		return
+	}
+	if s.indexed > 4*keepCap {
+		s.inputAt = nil
+	} else {
+		clear(s.inputAt)
+	}
+	s.indexed = 0
 }
 
 // grow extends s by n zero elements, reallocating (rarely) when needed.
