@@ -155,6 +155,16 @@ func testStreamPair(t *testing.T, client, server *Session) (*Stream, *Stream) {
 	if _, err := io.ReadFull(in, make([]byte, 1)); err != nil {
 		t.Fatal(err)
 	}
+	// And the client learns of the window the server granted on accepting
+	// it before a byte the server writes after: once that byte is read,
+	// the client's first write may take the whole window. (Without it, a
+	// write racing the grant went out as a frame of the initial window.)
+	if _, err := in.Write([]byte{2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(out, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
 	return out, in
 }
 
