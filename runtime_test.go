@@ -221,14 +221,22 @@ func TestReleaseBeforeTheEnd(t *testing.T) {
 			if err := j.Release(ctx); err != nil {
 				t.Fatalf("release of a running job: %v", err)
 			}
+			// Its status says so while it runs (the wire's Released).
+			if st, err := j.Status(ctx); err != nil || !st.Released || st.Terminal() {
+				t.Fatalf("status of a job released while it runs: %+v, %v; want it running and released", st, err)
+			}
 		}
 		select {
 		case gateOpen <- struct{}{}: // the kernel waits for it
 		case <-ctx.Done():
 			t.Fatal("the gated kernel stopped waiting")
 		}
-		if _, err := j.Done(ctx); err != nil {
+		st, err := j.Done(ctx)
+		if err != nil {
 			t.Fatalf("job (released while it ran: %v): %v; want it to succeed", release, err)
+		}
+		if st.Released != release {
+			t.Fatalf("job released while it ran: %v; its final status says released %v", release, st.Released)
 		}
 		return j
 	}
@@ -240,6 +248,9 @@ func TestReleaseBeforeTheEnd(t *testing.T) {
 	}
 	if err := kept.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if jobs, err := c.Jobs(ctx); err != nil || len(jobs) != 1 || !jobs[0].Released {
+		t.Fatalf("jobs after the release: %+v, %v; want the one job, released", jobs, err)
 	}
 	testutil.WaitFor(t, 30*time.Second, "the released result to be freed", func() bool { return phobos.LocalStoreObjects(c) == 0 })
 	// Released while it ran: its result goes when it ends.

@@ -29,6 +29,10 @@ type JobStatus struct {
 	// Error says why a failed or cancelled job ended; Err returns it as an
 	// error with its kind.
 	Error string `json:"error,omitempty"`
+	// Released says the job's results were released (Job.Release, or the
+	// end of their TTL); a job released while it runs says so too, and its
+	// results go as it ends.
+	Released bool `json:"released,omitempty"`
 
 	kind, cause dag.Kind
 }
@@ -61,7 +65,7 @@ func (s JobStatus) Err() error {
 func JobStatusOf(st *wire.JobStatus) JobStatus {
 	return JobStatus{
 		Task: st.Task, Name: st.Name, Status: st.Status, Subtasks: st.Subtasks, Finished: st.Finished,
-		Owner: st.Owner, Submitted: st.Submitted, Ended: st.Ended, Error: st.Error,
+		Owner: st.Owner, Submitted: st.Submitted, Ended: st.Ended, Error: st.Error, Released: st.Released,
 		kind: st.Kind, cause: st.Cause,
 	}
 }

@@ -315,7 +315,11 @@ func printJobs(w io.Writer, jobs []phobos.JobStatus, asJSON bool) error {
 	fmt.Fprintln(tw, "JOB\tSTATUS\tSUBTASKS\tSUBMITTED\tTOOK\tOWNER\tNAME")
 	var errs []string
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", j.Task, j.Status, j.Finished, j.Subtasks,
+		status := j.Status.String()
+		if j.Released {
+			status += " (released)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", j.Task, status, j.Finished, j.Subtasks,
 			j.Submitted.Local().Format(time.DateTime), took(j), orDash(j.Owner), orDash(j.Name))
 		if j.Error != "" && j.Status != phobos.JobSucceeded {
 			errs = append(errs, fmt.Sprintf("job %d %s: %s", j.Task, strings.ToLower(j.Status.String()), j.Error))
@@ -439,6 +443,14 @@ func printJob(w io.Writer, r jobReport) error {
 		fmt.Fprintf(tw, "ended\t%s\n", r.Ended.Local().Format(time.RFC3339Nano))
 	}
 	fmt.Fprintf(tw, "took\t%s\n", took(r.JobStatus))
+	switch {
+	case r.Released && r.Terminal():
+		fmt.Fprintf(tw, "results\treleased\n")
+	case r.Released:
+		fmt.Fprintf(tw, "results\treleased when it ends\n")
+	case r.Status == phobos.JobSucceeded:
+		fmt.Fprintf(tw, "results\tkept\n")
+	}
 	if f := r.Failure; f != nil {
 		fmt.Fprintf(tw, "failed subtask\t%s (%s)\n", f.Subtask, f.Ops)
 		fmt.Fprintf(tw, "on raylet\t%s\n", f.Raylet)

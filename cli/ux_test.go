@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,7 @@ func TestJobsFilterAndPrint(t *testing.T) {
 		{Task: 2, Status: dag.JobFailed, Subtasks: 5, Finished: 3, Submitted: t0, Ended: t0.Add(2 * time.Second), Error: long},
 		{Task: 3, Status: dag.JobRunning, Subtasks: 5, Finished: 1, Submitted: t0},
 		{Task: 4, Status: dag.JobFailed, Subtasks: 1, Submitted: t0, Ended: t0, Error: "x"},
+		{Task: 5, Status: dag.JobSucceeded, Subtasks: 1, Finished: 1, Submitted: t0, Ended: t0, Released: true},
 	}
 	var st stateFlag
 	if err := st.Set("failed, running"); err != nil {
@@ -221,7 +223,7 @@ func TestJobsFilterAndPrint(t *testing.T) {
 	if len(got) != 2 || got[0].Task != 3 || got[1].Task != 4 {
 		t.Fatalf("filter FAILED,RUNNING limit 2: %v", got)
 	}
-	if len(filterJobs(jobs, nil, 0)) != 4 {
+	if len(filterJobs(jobs, nil, 0)) != len(jobs) {
 		t.Fatal("no filter should keep every job")
 	}
 	var b bytes.Buffer
@@ -234,6 +236,15 @@ func TestJobsFilterAndPrint(t *testing.T) {
 	}
 	if !strings.Contains(out, "job 2 failed: "+long) {
 		t.Errorf("the failed job's error is cut or missing:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if got, want := strings.Contains(line, "(released)"), f[0] == "5"; got != want {
+			t.Errorf("line %q: released %v, want %v (only job 5 was released):\n%s", line, got, want, out)
+		}
 	}
 	f := parseFailure(long)
 	if f == nil || f.Subtask != "7.3" || f.Ops != "add, sum" || f.Raylet != "r2" || f.Attempts != 4 || !strings.HasPrefix(f.Cause, "a very long") {
@@ -252,6 +263,22 @@ func TestJobsFilterAndPrint(t *testing.T) {
 	for _, want := range []string{"FAILED\n", "failed subtask", "7.3 (add, sum)", "on raylet", "r2", "attempts", "error: " + long} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("phobos job output lacks %q:\n%s", want, b.String())
+		}
+	}
+	for _, c := range []struct {
+		st   phobos.JobStatus
+		want string
+	}{
+		{jobs[0], "kept"},
+		{jobs[4], "released"},
+		{phobos.JobStatus{Task: 6, Status: dag.JobRunning, Released: true}, "released when it ends"},
+	} {
+		b.Reset()
+		if err := printJob(&b, jobReport{JobStatus: c.st}); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^results +` + c.want + `$`).MatchString(b.String()) {
+			t.Errorf("phobos job of job %d: want results %q:\n%s", c.st.Task, c.want, b.String())
 		}
 	}
 }

@@ -156,6 +156,14 @@ func TestUpServesHTTP(t *testing.T) {
 	if n := strings.Count(string(out), info.Raylets[1].HTTP); n != 1 {
 		t.Errorf("phobos status lists raylet %s's web service %d times; want once:\n%s", info.Raylets[1].ID, n, out)
 	}
+	// Released, the job says so in its summary.
+	if code, body = httpDo(t, ctx, hc, "POST", fmt.Sprintf("%s/api/v1/jobs/%d/release", head, job.ID), tok, nil); code/100 != 2 {
+		t.Fatalf("POST release: %d %s", code, body)
+	}
+	code, body = httpGet(t, ctx, hc, fmt.Sprintf("%s/api/v1/jobs?state=SUCCEEDED", head), tok)
+	if code != 200 || !strings.Contains(string(body), `"released":true`) {
+		t.Errorf("GET /api/v1/jobs after the release: %d %s; want the job released", code, body)
+	}
 }
 
 // traceLanes checks a Chrome trace: valid JSON whose complete events

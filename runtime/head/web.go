@@ -146,7 +146,7 @@ func (h *webHead) Jobs(ctx context.Context, p web.Principal, q web.JobQuery) (we
 // jobSummary converts a job's wire status.
 func jobSummary(st wire.JobStatus) web.JobSummary {
 	sum := web.JobSummary{ID: st.Task, Name: st.Name, Owner: st.Owner, State: st.Status.String(), Subtasks: st.Subtasks,
-		Finished: st.Finished, Submitted: st.Submitted, Ended: st.Ended}
+		Finished: st.Finished, Submitted: st.Submitted, Ended: st.Ended, Released: st.Released}
 	if st.Error != "" && st.Status != dag.JobSucceeded { // a succeeded job's note (results released) is no error
 		sum.Error = &web.JobError{Kind: st.Kind.Error(), Code: uint16(st.Kind), Message: st.Error}
 		if st.Cause != 0 {

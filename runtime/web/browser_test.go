@@ -150,6 +150,16 @@ func TestDashboardInChromium(t *testing.T) {
 	must("the log stream to end with the job", `document.getElementById("log-status").textContent.includes("ended")`)
 	screenshot(t, ctx, p, artifacts, "job.png")
 
+	// Its release: the page and the list say so, and the button is spent.
+	must("its results kept", `document.getElementById("job-facts").textContent.includes("Resultskept")`)
+	eval(`document.getElementById("job-release").click()`, nil)
+	must("the page to say released", `document.getElementById("job-release").disabled && document.getElementById("job-facts").textContent.includes("Resultsreleased")`)
+	if h.Calls("Release") != 1 {
+		t.Fatalf("the head saw %d releases; want 1", h.Calls("Release"))
+	}
+	eval(`location.hash = ""`, nil)
+	must("the list to say released", fmt.Sprintf(`(document.querySelector('#jobs-table tr[data-job="%d"] .released') || {}).textContent === " released"`, id))
+
 	// A job of 200,000 subtasks, half done: the page draws its op groups
 	// and a window of its task stream, not 200,000 of anything.
 	big := h.AddJob("http-token", "two hundred thousand", 100000, 60000, 40000)

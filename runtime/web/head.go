@@ -188,6 +188,9 @@ type JobSummary struct {
 	Submitted time.Time  `json:"submitted,omitzero"`
 	Ended     time.Time  `json:"ended,omitzero"`
 	Error     *JobError  `json:"error,omitempty"`
+	// Released says the job's results were released (or will be as it
+	// ends, for a job released while running).
+	Released bool `json:"released,omitempty"`
 }
 
 // JobError says why a job failed.

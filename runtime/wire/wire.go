@@ -384,6 +384,10 @@ type JobStatus struct {
 	// Cause is the kind of the error under Kind: a job FAILED (Kind 5)
 	// because user code returned an error has Cause 12.
 	Cause dag.Kind `cbor:"13,keyasint,omitempty"`
+	// Released says the job's results were released (by ReleaseJob or at
+	// the end of their TTL), or, for a job still running, will be as it
+	// ends.
+	Released bool `cbor:"14,keyasint,omitempty"`
 }
 
 // Terminal reports whether the job has ended.

@@ -882,6 +882,7 @@ func (l *Leader) jobStatus(task dag.TaskID, results bool) (wire.JobStatus, error
 	}
 	if rec != nil {
 		st.Name, st.Submitted, st.Owner = rec.Options.Name, rec.Submitted, rec.Owner
+		st.Released = rec.Released || rec.ReleaseOnEnd
 	}
 	if j := l.jobs[task]; j != nil {
 		st.Ended = j.ended
@@ -892,7 +893,7 @@ func (l *Leader) jobStatus(task dag.TaskID, results bool) (wire.JobStatus, error
 // recordStatus reports a job from its Raft record.
 func recordStatus(rec *JobRecord) wire.JobStatus {
 	st := wire.JobStatus{Task: rec.Task, Status: rec.State, Error: rec.Error, Submitted: rec.Submitted, Ended: rec.Finished,
-		Cause: rec.Cause, Owner: rec.Owner, Name: rec.Options.Name}
+		Cause: rec.Cause, Owner: rec.Owner, Name: rec.Options.Name, Released: rec.Released || rec.ReleaseOnEnd}
 	switch rec.State {
 	case dag.JobFailed:
 		st.Kind = dag.KindFatal

@@ -657,3 +657,51 @@ func TestDrainingTheOnlyRaylet(t *testing.T) {
 		t.Fatalf("job %v after A was undrained", info.Status)
 	}
 }
+
+// TestStatusSaysReleased: a job's status says its results were released —
+// at once for a job released while it runs (they go as it ends), after
+// the release for one released once it ended — and a job not released
+// says nothing of the kind, in a listing as in its own status.
+func TestStatusSaysReleased(t *testing.T) {
+	h := newTestHarness(t, 1)
+	h.addJob(1, seed(8, 1), 0)
+	h.addJob(2, seed(8, 1), 0)
+	released := func(task dag.TaskID) (bool, dag.JobState) {
+		t.Helper()
+		st, err := h.status(task, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := h.call("list")
+		h.step(&ListJobs{Call: c, Caller: Caller{Admin: true}})
+		list, _ := h.got[c].Value.(wire.ListJobs)
+		for _, j := range list.Jobs {
+			if j.Task == task && j.Released != st.Released {
+				t.Fatalf("job %d: listed released %v, its status %v", task, j.Released, st.Released)
+			}
+		}
+		return st.Released, st.Status
+	}
+	if r, _ := released(1); r {
+		t.Fatal("a running job not released says released")
+	}
+	if rp := h.release(1); rp.Err != nil {
+		t.Fatalf("release a running job: %v", rp.Err)
+	}
+	if r, st := released(1); !r || st != dag.JobRunning {
+		t.Fatalf("job 1 released while running: released %v, %v; want true, RUNNING", r, st)
+	}
+	h.run("A")
+	if r, st := released(1); !r || st != dag.JobSucceeded {
+		t.Fatalf("job 1 after its end: released %v, %v; want true, SUCCEEDED", r, st)
+	}
+	if r, st := released(2); r || st != dag.JobSucceeded {
+		t.Fatalf("job 2, ended and kept: released %v, %v; want false, SUCCEEDED", r, st)
+	}
+	if rp := h.release(2); rp.Err != nil {
+		t.Fatalf("release: %v", rp.Err)
+	}
+	if r, _ := released(2); !r {
+		t.Fatal("job 2 released after its end does not say so")
+	}
+}

@@ -574,6 +574,7 @@ func (h *Head) Release(ctx context.Context, p web.Principal, id dag.TaskID) erro
 		return err
 	}
 	j.metas, j.names = nil, nil
+	j.sum.Released = true
 	return nil
 }
 

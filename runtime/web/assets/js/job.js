@@ -60,11 +60,12 @@ export class JobPage {
     p.value = j.subtasks ? j.finished / j.subtasks : (j.state === 'SUCCEEDED' ? 1 : 0);
     document.getElementById('job-progress-text').textContent = `${j.finished} of ${j.subtasks} subtasks finished`;
     document.getElementById('job-cancel').disabled = ended(j.state);
-    document.getElementById('job-release').disabled = j.state !== 'SUCCEEDED';
+    document.getElementById('job-release').disabled = j.state !== 'SUCCEEDED' || !!j.released;
 
     const took = j.submitted ? (j.ended ? new Date(j.ended) : Date.now()) - new Date(j.submitted) : null;
     const facts = [['Owner', j.owner || '–'], ['Submitted', time(j.submitted)], ['Ended', j.ended ? time(j.ended) : '–'],
-      ['Took', duration(took)], ['Stages', (j.stages || []).length]];
+      ['Took', duration(took)], ['Stages', (j.stages || []).length],
+      ['Results', j.released ? (ended(j.state) ? 'released' : 'released when it ends') : (j.state === 'SUCCEEDED' ? 'kept' : '–')]];
     document.getElementById('job-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
 
     const box = document.getElementById('job-error');

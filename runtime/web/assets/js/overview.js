@@ -69,7 +69,8 @@ export function renderJobs(page) {
       el('td', {}, link),
       el('td', {}, j.name || ''),
       el('td', {}, j.owner || ''),
-      el('td', {}, el('span', { className: `badge state ${j.state}` }, j.state)),
+      el('td', {}, el('span', { className: `badge state ${j.state}` }, j.state),
+        j.released ? el('span', { className: 'muted released', title: 'its results were released' }, ' released') : null),
       el('td', { className: 'progress' }, progress),
       el('td', {}, time(j.submitted)),
       el('td', {}, ended(j.state) || j.state === 'RUNNING' ? duration(took) : '–'));
