@@ -663,11 +663,12 @@ func (s *scheduler) Pull(r Raylet, credits int, out []wire.SubtaskSpec) []wire.S
 // still queued for r: a pull it sends next is answered at once.
 //
 // A reply stays under the raylet's max frame whatever the credits: specs
-// are added while they take less than half of it (by wire.SizeBound),
-// and one spec may take at most a quarter, so that the last one added
-// still fits with the frees (replyFrees). A job with a spec larger than
-// that fails (tooLarge). A raylet thus asking for more than a frame holds
-// gets a reply that says More, and pulls again.
+// are added while they take less than half of it (by wire.SizeBound,
+// the reply's own fields aside), and one spec may take at most a
+// quarter, so that the last one added still fits with the frees, which
+// take at most a quarter (takeFrees). A job with a spec larger than that
+// fails (tooLarge). A raylet thus asking for more than a frame holds gets
+// a reply that says More, and pulls again.
 func (s *scheduler) pullMore(r Raylet, credits int, out []wire.SubtaskSpec) ([]wire.SubtaskSpec, bool) {
 	rv := s.raylets[r]
 	if !rv.alive || rv.draining {
@@ -675,7 +676,7 @@ func (s *scheduler) pullMore(r Raylet, credits int, out []wire.SubtaskSpec) ([]w
 	}
 	defer s.touch(r) // its queue and running count changed: reorder it once
 	maxReply := rv.replyLimit()
-	s.replyLeft, s.specMax = maxReply/2, maxReply/4
+	s.replyLeft, s.specMax = maxReply/2-wire.PullReplyBound, maxReply/4
 	for credits > 0 && s.replyLeft > 0 {
 		e, ok := s.pop(r)
 		if !ok {
