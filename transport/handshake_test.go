@@ -37,6 +37,9 @@ func TestHandshakeOK(t *testing.T) {
 		if c.PeerMaxFrame() != 1<<20 || s.PeerMaxFrame() != 2<<20 {
 			t.Errorf("peer max frames: client sees %d, server sees %d", c.PeerMaxFrame(), s.PeerMaxFrame())
 		}
+		if c.MaxFrame() != 2<<20 || s.MaxFrame() != 1<<20 {
+			t.Errorf("own max frames: client %d, server %d", c.MaxFrame(), s.MaxFrame())
+		}
 		if c.RemoteAddr().String() != ts.addr() {
 			t.Errorf("client RemoteAddr %s, want %s", c.RemoteAddr(), ts.addr())
 		}

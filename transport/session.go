@@ -202,6 +202,9 @@ func (s *Session) RemoteAddr() net.Addr { return s.remoteAddr }
 // PeerMaxFrame is the largest frame body the peer accepts.
 func (s *Session) PeerMaxFrame() int { return s.peerMax }
 
+// MaxFrame is the largest frame body this end accepts (Config.MaxFrameSize).
+func (s *Session) MaxFrame() int { return s.cfg.MaxFrameSize }
+
 // BytesInFlight is the bytes of the peer's requests and one-way messages
 // this session holds now (see Config.SessionBudget).
 func (s *Session) BytesInFlight() int64 { return s.budget.inUse() }

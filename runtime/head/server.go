@@ -517,7 +517,11 @@ func (s *Server) registerRaylet(ctx context.Context, sess *transport.Session, re
 		return nil, err
 	}
 	call := s.newCall()
-	v, err := s.call(ctx, &sched.Register{Call: call, Session: sess, RegisterRaylet: req, CertNotAfter: sess.Peer().NotAfter, MaxReply: sess.PeerMaxFrame()}, call, 0)
+	// A pull reply must fit the raylet's max frame; it is also kept to
+	// this head's own, so that a raylet announcing the largest frame the
+	// transport allows cannot have the head build gigabyte replies.
+	maxReply := min(sess.PeerMaxFrame(), sess.MaxFrame())
+	v, err := s.call(ctx, &sched.Register{Call: call, Session: sess, RegisterRaylet: req, CertNotAfter: sess.Peer().NotAfter, MaxReply: maxReply}, call, 0)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, dag.Errorf(dag.KindUnavailable, "register raylet %s: gave up waiting for the leader's answer: %w", req.ID, ctx.Err())

@@ -85,7 +85,7 @@ func TestSpecOverMaxFrameFailsJob(t *testing.T) {
 	if err != nil || st.Status != dag.JobFailed {
 		t.Fatalf("job %+v, %v: want it failed", st, err)
 	}
-	if st.Kind != dag.KindResourceExhausted || !strings.Contains(st.Error, "raise the raylets' max frame") || !strings.Contains(st.Error, "reads 64 inputs") {
+	if st.Kind != dag.KindResourceExhausted || !strings.Contains(st.Error, "raise the max frame of the raylets and the heads") || !strings.Contains(st.Error, "reads 64 inputs") {
 		t.Fatalf("job error %q (kind %v, cause %v): want it to name the inputs and the max frame, of kind resource exhausted", st.Error, st.Kind, st.Cause)
 	}
 	if got := h.l.s.raylets[h.raylet("A").r].running; got != 0 {

@@ -739,8 +739,8 @@ func (s *scheduler) tooLarge(j *stage, i int32, r Raylet, n int) {
 	}
 	rv := s.raylets[r]
 	s.cancelAll(j, dag.JobFailed, dag.Errorf(dag.KindResourceExhausted,
-		"subtask %s (%s) reads %d inputs and takes up to %d bytes to describe, more than a quarter of the %d bytes raylet %s takes in a frame: "+
-			"raise the raylets' max frame (MaxFrameSize) or give the op fewer inputs",
+		"subtask %s (%s) reads %d inputs and takes up to %d bytes to describe, more than a quarter of the %d bytes a pull reply to raylet %s may take: "+
+			"raise the max frame of the raylets and the heads (MaxFrameSize) or give the op fewer inputs",
 		j.sg.ID(i), s.opNames(j, i), len(j.sg.Preds.Row(i)), n, rv.replyLimit(), rv.id))
 }
 
