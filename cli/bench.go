@@ -51,7 +51,7 @@ func newBenchCmd() *cobra.Command {
 	slots := fs.Int("slots", 0, "slots per embedded raylet (default: CPUs shared among raylets)")
 	asJSON := fs.Bool("json", false, "print one JSON line per benchmark")
 	idle := registerIdleFlags(fs)
-	prof := registerProfileFlags(fs)
+	prof := registerProfileFlags(fs, true)
 	echo := fs.Bool("echo", false, "internal: echo 64-byte messages for the round-trip measurement")
 	_ = fs.MarkHidden("echo")
 	noHTTP := fs.Bool("no-http", false, "the embedded cluster serves no web service (no metrics, timelines or task logs): to measure what they cost")

@@ -15,10 +15,16 @@ import (
 // together (how docs/performance.md's breakdown was found).
 type profileFlags struct{ cpu, mem, trace string }
 
-func registerProfileFlags(fs *pflag.FlagSet) *profileFlags {
+// registerProfileFlags adds the flags to fs; sim says whether fs also has
+// --sim-raylets, which writes a profile a job.
+func registerProfileFlags(fs *pflag.FlagSet, sim bool) *profileFlags {
 	f := &profileFlags{}
-	fs.StringVar(&f.cpu, "cpuprofile", "", "write a CPU profile of this process to this file (with --sim-raylets, of each job while it runs, to FILE.JOB)")
-	fs.StringVar(&f.mem, "memprofile", "", "write a heap profile of this process (what is live after a collection) to this file when bench ends (with --sim-raylets, after each job's measured runs, to FILE.JOB)")
+	cpu, mem := "", ""
+	if sim {
+		cpu, mem = " (with --sim-raylets, of each job while it runs, to FILE.JOB)", " (with --sim-raylets, after each job's measured runs, to FILE.JOB)"
+	}
+	fs.StringVar(&f.cpu, "cpuprofile", "", "write a CPU profile of this process to this file"+cpu)
+	fs.StringVar(&f.mem, "memprofile", "", "write a heap profile of this process (what is live after a collection) to this file when bench ends"+mem)
 	fs.StringVar(&f.trace, "trace", "", "write an execution trace of this process to this file (go tool trace)")
 	return f
 }

@@ -60,6 +60,7 @@ func runTaskBench(ctx context.Context, args []string) error {
 	raylets := fs.Int("raylets", 1, "raylets of the embedded cluster")
 	slots := fs.Int("slots", 0, "slots per embedded raylet (default --cores shared among raylets)")
 	asJSON := fs.Bool("json", false, "print one JSON line per point and per pattern's METG")
+	prof := registerProfileFlags(fs, false)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -99,6 +100,13 @@ func runTaskBench(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// Profiles cover the sweep, peak measurements included (the kernel
+	// alone shows as such), not the checks above.
+	stopProfiles, err := prof.start()
+	if err != nil {
+		return err
+	}
+	defer stopProfiles()
 	local := phobos.LocalConfig{Raylets: *raylets, Slots: *slots, StoreSize: 512 << 20}
 	if *slots == 0 {
 		local.Slots = max(1, *cores / *raylets)
