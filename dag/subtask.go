@@ -254,6 +254,10 @@ func GroupSubtasks(chunks *ChunkGraph, groups CSR, export []bool) (*SubtaskGraph
 	return GroupSubtasksThen(chunks, groups, export, nil)
 }
 
+// scanPreds is how many predecessors of a subtask GroupSubtasksThen scans
+// for a repeat before it indexes them.
+const scanPreds = 32
+
 // GroupSubtasksThen is GroupSubtasks that also starts then(g) (unless it
 // is nil), on a goroutine of its own, as soon as g's Preds and Succs are
 // final: in a big graph beside numbering the outputs, and in any graph
@@ -292,6 +296,10 @@ func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(
 	off := HugePages(make([]int32, 1, ng+1))
 	dst := HugePages(make([]int32, 0, chunks.Edges()))
 	ordered := true // every predecessor has a lower index than its subtask
+	// A subtask's predecessors are listed once each: a short list is
+	// scanned, one past scanPreds is kept in seen too, so that a gather
+	// of thousands of inputs costs time linear in them, not quadratic.
+	var seen map[int32]struct{}
 	for s := int32(0); s < int32(ng); s++ {
 		start := len(dst)
 		for _, c := range groups.Row(s) {
@@ -301,11 +309,30 @@ func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(
 					continue
 				}
 				g.OutIndex[in] = 0
-				if !slices.Contains(dst[start:], p) {
-					dst = append(dst, p)
-					ordered = ordered && p < s
+				if n := len(dst) - start; n < scanPreds {
+					if slices.Contains(dst[start:], p) {
+						continue
+					}
+				} else {
+					if seen == nil {
+						seen = make(map[int32]struct{})
+					}
+					if len(seen) == 0 { // the list just grew past scanPreds
+						for _, q := range dst[start:] {
+							seen[q] = struct{}{}
+						}
+					}
+					if _, ok := seen[p]; ok {
+						continue
+					}
+					seen[p] = struct{}{}
 				}
+				dst = append(dst, p)
+				ordered = ordered && p < s
 			}
+		}
+		if len(seen) > 0 {
+			clear(seen)
 		}
 		off = append(off, int32(len(dst)))
 	}
