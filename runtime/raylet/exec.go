@@ -133,15 +133,14 @@ func (r *Raylet) run(s *slot, spec *wire.SubtaskSpec) (c wire.Completion) {
 			inputs[k] = v
 			continue
 		}
-		t0 := time.Now() // a fetch from a peer is timed for the timeline
-		obj, fetched, err := r.localOrFetch(ctx, in)
+		obj, fetched, took, err := r.localOrFetch(ctx, in) // a fetch from a peer is timed for the timeline
 		if err != nil {
 			return fail(inputError(err))
 		}
 		s.pinned = append(s.pinned, in.Object)
 		if fetched {
 			c.Fetched = append(c.Fetched, in.Object)
-			s.fetch += time.Since(t0)
+			s.fetch += took
 		}
 		m, err := s.metas.decode(obj.Meta)
 		if err != nil {

@@ -272,24 +272,28 @@ func (r *Raylet) lendObject(st net.Conn, req *wire.StreamRequest) {
 }
 
 // localOrFetch returns a pinned view of an input, fetching it from a peer
-// into the local store first if needed. fetched reports a fetch. A spilled
-// input is restored, waiting for space as long as ctx allows.
-func (r *Raylet) localOrFetch(ctx context.Context, in *wire.InputSpec) (objectstore.Object, bool, error) {
-	obj, err := r.store.GetCtx(ctx, in.Object)
+// into the local store first if needed. fetched reports a fetch, and took
+// how long it took (for the timeline): the clock is read only for a
+// fetch, not for every input (a gather of a thousand local inputs read it
+// a thousand times). A spilled input is restored, waiting for space as
+// long as ctx allows.
+func (r *Raylet) localOrFetch(ctx context.Context, in *wire.InputSpec) (obj objectstore.Object, fetched bool, took time.Duration, err error) {
+	obj, err = r.store.GetCtx(ctx, in.Object)
 	if err == nil {
-		return obj, false, nil
+		return obj, false, 0, nil
 	}
 	if !errors.Is(err, objectstore.ErrNotFound) {
-		return objectstore.Object{}, false, err
+		return objectstore.Object{}, false, 0, err
 	}
+	t0 := time.Now()
 	if err := r.peers.fetch(ctx, r.store, in); err != nil {
-		return objectstore.Object{}, false, err
+		return objectstore.Object{}, false, 0, err
 	}
 	obj, err = r.store.GetCtx(ctx, in.Object)
 	if err != nil {
-		return objectstore.Object{}, false, fmt.Errorf("fetched but gone: %w", err)
+		return objectstore.Object{}, false, 0, fmt.Errorf("fetched but gone: %w", err)
 	}
-	return obj, true, nil
+	return obj, true, time.Since(t0), nil
 }
 
 // peers caches sessions to other raylets, shares concurrent fetches of the

@@ -134,12 +134,12 @@ func TestFetchFromPeerIntoArena(t *testing.T) {
 	putObject(t, a.Store(), id, data, []byte("meta"))
 
 	in := &wire.InputSpec{Object: id, Size: int64(len(data)), Locations: []string{a.Addr()}}
-	obj, fetched, err := b.localOrFetch(testCtx(t), in)
+	obj, fetched, took, err := b.localOrFetch(testCtx(t), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !fetched || !bytes.Equal(obj.Data, data) || string(obj.Meta) != "meta" {
-		t.Fatalf("fetched=%v, bytes equal=%v, meta %q", fetched, bytes.Equal(obj.Data, data), obj.Meta)
+	if !fetched || took <= 0 || !bytes.Equal(obj.Data, data) || string(obj.Meta) != "meta" {
+		t.Fatalf("fetched=%v in %v, bytes equal=%v, meta %q", fetched, took, bytes.Equal(obj.Data, data), obj.Meta)
 	}
 	b.Store().Release(id)
 	sa, sb := a.storeStats(), b.storeStats()
@@ -166,8 +166,8 @@ func TestFetchFromPeerIntoArena(t *testing.T) {
 	}
 
 	// Now local: no second transfer.
-	if _, fetched, err := b.localOrFetch(testCtx(t), in); err != nil || fetched {
-		t.Fatalf("second read: fetched=%v err=%v", fetched, err)
+	if _, fetched, took, err := b.localOrFetch(testCtx(t), in); err != nil || fetched || took != 0 {
+		t.Fatalf("second read: fetched=%v in %v, err=%v", fetched, took, err)
 	}
 	b.Store().Release(id)
 }
@@ -381,7 +381,7 @@ func TestConcurrentFetchesShareOneTransfer(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			obj, _, err := b.localOrFetch(testCtx(t), in)
+			obj, _, _, err := b.localOrFetch(testCtx(t), in)
 			if err == nil {
 				if !bytes.Equal(obj.Data, data) {
 					err = errors.New("wrong bytes")
