@@ -535,6 +535,10 @@ func (s *Session) sendLoop() error {
 		case ready := <-s.sendCh:
 			s.wmu.Lock()
 			var err error
+			// The header goes out before ready.mu is taken, and apart from
+			// the body (a second deadline check, a clock read): a caller
+			// that gives up while the header's write is stuck copies its
+			// body and returns at once, rather than waiting for that write.
 			if ready.Hdr != nil {
 				err = s.writeFrame(ready.Hdr, nil)
 			}
