@@ -3,6 +3,7 @@ package dag
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -297,9 +298,9 @@ func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(
 	dst := HugePages(make([]int32, 0, chunks.Edges()))
 	ordered := true // every predecessor has a lower index than its subtask
 	// A subtask's predecessors are listed once each: a short list is
-	// scanned, one past scanPreds is kept in seen too, so that a gather
-	// of thousands of inputs costs time linear in them, not quadratic.
-	var seen map[int32]struct{}
+	// scanned, one past scanPreds indexed, so that a gather of thousands
+	// of inputs costs time linear in them, not quadratic.
+	var seen FirstIndex[int32]
 	for s := int32(0); s < int32(ng); s++ {
 		start := len(dst)
 		for _, c := range groups.Row(s) {
@@ -313,27 +314,14 @@ func GroupSubtasksThen(chunks *ChunkGraph, groups CSR, export []bool, then func(
 					if slices.Contains(dst[start:], p) {
 						continue
 					}
-				} else {
-					if seen == nil {
-						seen = make(map[int32]struct{})
-					}
-					if len(seen) == 0 { // the list just grew past scanPreds
-						for _, q := range dst[start:] {
-							seen[q] = struct{}{}
-						}
-					}
-					if _, ok := seen[p]; ok {
-						continue
-					}
-					seen[p] = struct{}{}
+				} else if seen.Find(n, func(i int) int32 { return dst[start+i] }, p) >= 0 {
+					continue
 				}
 				dst = append(dst, p)
 				ordered = ordered && p < s
 			}
 		}
-		if len(seen) > 0 {
-			clear(seen)
-		}
+		seen.Reset(math.MaxInt)
 		off = append(off, int32(len(dst)))
 	}
 	if len(dst) == 0 {

@@ -113,10 +113,8 @@ type scheduler struct {
 	NoPipeline bool
 	// ahead is pipeline's scratch stack.
 	ahead []int32
-	// inputAt indexes the inputs of the spec being built, and indexed
-	// says how many of them (see findInput).
-	inputAt map[inputKey]int32
-	indexed int
+	// inputAt indexes the inputs of the spec being built (see findInput).
+	inputAt dag.FirstIndex[inputKey]
 	// replyLeft is how many more bytes of specs the pull being answered
 	// may take, and specMax the most one spec may take in it (see
 	// pullMore).
@@ -1018,10 +1016,9 @@ type inputKey struct {
 // findInput returns the index, among the inputs of the spec being built
 // (s.inBuf from in0), of part of object id (0: all of it), or -1: a
 // subtask lists an object it reads twice once. A spec of a few inputs is
-// scanned; past scanInputs they are indexed as they are looked for (those
-// appended since the last look first), so that a subtask reading
-// thousands of inputs, as a gather of a whole step does, costs time
-// linear in them, not quadratic.
+// scanned; past scanInputs they are indexed as they are looked for, so
+// that a subtask reading thousands of inputs, as a gather of a whole step
+// does, costs time linear in them, not quadratic.
 func (s *scheduler) findInput(in0 int, id dag.ObjectID, part int32) int {
 	n := len(s.inBuf) - in0
 	if n <= scanInputs {
@@ -1032,35 +1029,15 @@ func (s *scheduler) findInput(in0 int, id dag.ObjectID, part int32) int {
 		}
 		return -1
 	}
-	if s.inputAt == nil {
-		s.inputAt = make(map[inputKey]int32)
-	}
-	for y := in0 + s.indexed; y < len(s.inBuf); y++ {
-		key := inputKey{s.inBuf[y].Object, s.inBuf[y].Part}
-		if _, ok := s.inputAt[key]; !ok { // the first holds, as a scan finds it
-			s.inputAt[key] = int32(y - in0)
-		}
-	}
-	s.indexed = n
-	if k, ok := s.inputAt[inputKey{id, part}]; ok {
-		return int(k)
-	}
-	return -1
+	return s.inputAt.Find(n, func(y int) inputKey {
+		in := &s.inBuf[in0+y]
+		return inputKey{in.Object, in.Part}
+	}, inputKey{id, part})
 }
 
 // resetInputIndex empties findInput's index for the next spec; one grown
 // by a very wide subtask is let go.
-func (s *scheduler) resetInputIndex() {
-	if s.indexed == 0 {
-		return
-	}
-	if s.indexed > 4*keepCap {
-		s.inputAt = nil
-	} else {
-		clear(s.inputAt)
-	}
-	s.indexed = 0
-}
+func (s *scheduler) resetInputIndex() { s.inputAt.Reset(4 * keepCap) }
 
 // grow extends s by n zero elements, reallocating (rarely) when needed.
 func grow[T any](s []T, n int) []T {
