@@ -35,10 +35,18 @@ func sleepSum(n int64, a sleepArgs) Graph {
 	return Graph{&dag.TileableGraph{
 		Nodes: []dag.TileableNode{
 			{Op: dag.OpIDOf(sleepName), Args: args, Shape: []int64{n}, DType: dag.Int64, ChunkSize: []int64{1}},
-			{Op: dag.OpIDOf(isumName), Inputs: []int32{0}, DType: dag.Int64},
+			SumNode(0),
 		},
 		Outputs: []int32{1},
 	}}
+}
+
+// SumNode is a node of a graph built by hand that sums node input, a
+// 1-d int64 tensor, into one int64: a partial per chunk (fused with the
+// chunk it reads) and a tree of 4-way combines, as SleepSum's result is
+// summed.
+func SumNode(input int32) dag.TileableNode {
+	return dag.TileableNode{Op: dag.OpIDOf(isumName), Inputs: []int32{input}, DType: dag.Int64}
 }
 
 type sleepOp struct{ noopOp }
@@ -66,6 +74,9 @@ type isumOp struct{}
 func (isumOp) Name() string { return isumName }
 
 func (isumOp) Tile(tc *dag.TileContext) error {
+	if len(tc.Inputs) != 1 {
+		return tc.Errorf("wants one input, has %d", len(tc.Inputs))
+	}
 	in := tc.Inputs[0]
 	args := tc.NodeArgs()
 	level := make([]int32, 0, len(in.Chunks))

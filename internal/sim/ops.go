@@ -8,24 +8,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/phobos-project/phobos/bindings/bench"
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/internal/codec"
 )
 
 // The scenario job: Steps source subtasks, each writing one int64 that is
 // a function of its index and the plan's salt, summed by a tree of 4-way
-// combines. Its answer is known before it runs; its step kernels are where
-// faults hit.
-const (
-	stepName    = "sim.step"
-	sumName     = "sim.sum"
-	combineName = "sim.sum.combine"
-)
+// combines (bench.SumNode). Its answer is known before it runs; its step
+// kernels are where faults hit.
+const stepName = "sim.step"
 
 func init() {
 	dag.MustRegister(stepOp{})
-	dag.MustRegister(sumOp{})
-	dag.MustRegister(combineOp{})
 }
 
 type stepArgs struct {
@@ -52,7 +47,7 @@ func jobGraph(steps int64, a stepArgs) graph {
 	return graph{&dag.TileableGraph{
 		Nodes: []dag.TileableNode{
 			{Op: dag.OpIDOf(stepName), Args: args, Shape: []int64{steps}, DType: dag.Int64, ChunkSize: []int64{1}},
-			{Op: dag.OpIDOf(sumName), Inputs: []int32{0}, DType: dag.Int64},
+			bench.SumNode(0),
 		},
 		Outputs: []int32{1},
 	}}
@@ -118,82 +113,6 @@ func (stepOp) Exec(kc *dag.KernelCall) error {
 		return err
 	}
 	binary.LittleEndian.PutUint64(out, uint64(stepValue(int64(kc.Index[0]), a.Salt)))
-	return nil
-}
-
-// sumOp sums an int64 tensor: a partial per input chunk (fused with the
-// step it reads), then a tree of 4-way combines.
-type sumOp struct{}
-
-func (sumOp) Name() string { return sumName }
-
-func (sumOp) Tile(tc *dag.TileContext) error {
-	if len(tc.Inputs) != 1 {
-		return tc.Errorf("wants one input, has %d", len(tc.Inputs))
-	}
-	args := tc.NodeArgs()
-	level := make([]int32, 0, len(tc.Inputs[0].Chunks))
-	for _, c := range tc.Inputs[0].Chunks {
-		p, err := tc.AddChunk(dag.OpIDOf(sumName), args, dag.Int64, []int32{c}, nil, nil)
-		if err != nil {
-			return err
-		}
-		level = append(level, p)
-	}
-	for len(level) > 1 {
-		var next []int32
-		for i := 0; i < len(level); i += 4 {
-			j := min(i+4, len(level))
-			if j-i == 1 {
-				next = append(next, level[i])
-				continue
-			}
-			p, err := tc.AddChunk(dag.OpIDOf(combineName), args, dag.Int64, level[i:j], nil, nil)
-			if err != nil {
-				return err
-			}
-			next = append(next, p)
-		}
-		level = next
-	}
-	tc.SetGrid(&dag.Grid{NSplits: [][]int64{}, Chunks: level})
-	return nil
-}
-
-// Estimate (dag.Estimator): a partial per input chunk and the tree.
-func (sumOp) Estimate(ec *dag.EstimateContext) error {
-	if len(ec.Inputs) != 1 {
-		return nil // Tile refuses it
-	}
-	partials := ec.Inputs[0].Chunks()
-	ec.Chunks = dag.SatAdd(partials, dag.TreeNodes(partials, 4))
-	ec.Edges = dag.SatAdd(partials, ec.Chunks)
-	ec.Fused = partials
-	return nil
-}
-
-func (sumOp) Exec(kc *dag.KernelCall) error { return sumInputs(kc) }
-
-type combineOp struct{}
-
-func (combineOp) Name() string                  { return combineName }
-func (combineOp) Exec(kc *dag.KernelCall) error { return sumInputs(kc) }
-
-func sumInputs(kc *dag.KernelCall) error {
-	var s int64
-	for _, in := range kc.Inputs {
-		if len(in.Data)%8 != 0 {
-			return fmt.Errorf("sim: input of %d bytes is not int64s", len(in.Data))
-		}
-		for i := 0; i < len(in.Data); i += 8 {
-			s += int64(binary.LittleEndian.Uint64(in.Data[i:]))
-		}
-	}
-	out, err := kc.Output(0, dag.Meta{DType: dag.Int64}, 8)
-	if err != nil {
-		return err
-	}
-	binary.LittleEndian.PutUint64(out, uint64(s))
 	return nil
 }
 
