@@ -53,6 +53,22 @@ func jobID(r *http.Request) (dag.TaskID, error) {
 	return dag.TaskID(n), nil
 }
 
+// jobRequest checks that p may do what (as a client or an admin may) and
+// reads the job the path names. When either fails it writes the error,
+// and ok is false.
+func jobRequest(w http.ResponseWriter, r *http.Request, p Principal, what string) (id dag.TaskID, ok bool) {
+	if err := needRole(p, what, clientRoles...); err != nil {
+		writeError(w, err)
+		return 0, false
+	}
+	id, err := jobID(r)
+	if err != nil {
+		writeError(w, err)
+		return 0, false
+	}
+	return id, true
+}
+
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request, p Principal) {
 	st, err := s.cfg.Head.Cluster(r.Context(), p)
 	if err != nil {
@@ -117,13 +133,8 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 func (s *Server) job(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := needRole(p, "read jobs", clientRoles...); err != nil {
-		writeError(w, err)
-		return
-	}
-	id, err := jobID(r)
-	if err != nil {
-		writeError(w, err)
+	id, ok := jobRequest(w, r, p, "read jobs")
+	if !ok {
 		return
 	}
 	j, err := s.cfg.Head.Job(r.Context(), p, id)
@@ -227,13 +238,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := needRole(p, "cancel jobs", clientRoles...); err != nil {
-		writeError(w, err)
-		return
-	}
-	id, err := jobID(r)
-	if err != nil {
-		writeError(w, err)
+	id, ok := jobRequest(w, r, p, "cancel jobs")
+	if !ok {
 		return
 	}
 	js, err := s.cfg.Head.Cancel(r.Context(), p, id)
@@ -245,13 +251,8 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := needRole(p, "release jobs' results", clientRoles...); err != nil {
-		writeError(w, err)
-		return
-	}
-	id, err := jobID(r)
-	if err != nil {
-		writeError(w, err)
+	id, ok := jobRequest(w, r, p, "release jobs' results")
+	if !ok {
 		return
 	}
 	if err := s.cfg.Head.Release(r.Context(), p, id); err != nil {

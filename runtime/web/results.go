@@ -39,13 +39,8 @@ func jobSucceeded(j *Job) error {
 
 // results lists a job's outputs.
 func (s *Server) results(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := needRole(p, "read results", clientRoles...); err != nil {
-		writeError(w, err)
-		return
-	}
-	id, err := jobID(r)
-	if err != nil {
-		writeError(w, err)
+	id, ok := jobRequest(w, r, p, "read results")
+	if !ok {
 		return
 	}
 	j, err := s.cfg.Head.Job(r.Context(), p, id)
@@ -98,13 +93,8 @@ func resultFormat(r *http.Request) (string, error) {
 // result serves one output: JSON for small values, .npy or raw bytes for
 // arrays.
 func (s *Server) result(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := needRole(p, "read results", clientRoles...); err != nil {
-		writeError(w, err)
-		return
-	}
-	id, err := jobID(r)
-	if err != nil {
-		writeError(w, err)
+	id, ok := jobRequest(w, r, p, "read results")
+	if !ok {
 		return
 	}
 	n, err := strconv.Atoi(r.PathValue("n"))

@@ -18,13 +18,8 @@ const (
 // timeline serves a job's timeline: a Chrome trace / Perfetto JSON file,
 // or with ?format=spans the compact, windowed spans the task stream draws.
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := needRole(p, "read timelines", clientRoles...); err != nil {
-		writeError(w, err)
-		return
-	}
-	id, err := jobID(r)
-	if err != nil {
-		writeError(w, err)
+	id, ok := jobRequest(w, r, p, "read timelines")
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
