@@ -196,6 +196,14 @@ func TestRolesOnEndpoints(t *testing.T) {
 		t.Fatalf("a raylet reading the cluster: %d %s", r.status, r.body)
 	}
 	wantError(t, call(t, ray, "GET", s.URL()+"/api/v1/jobs", ""), http.StatusForbidden, dag.KindPermissionDenied, "role raylet", "client or admin")
+	// Every call on one job checks the role before it reads the job's
+	// number: a raylet learns it may not, whatever the path says.
+	for _, ep := range []struct{ method, path, what string }{
+		{"GET", "", "read jobs"}, {"POST", "/cancel", "cancel jobs"}, {"POST", "/release", "release jobs' results"},
+		{"GET", "/results", "read results"}, {"GET", "/results/0", "read results"}, {"GET", "/timeline", "read timelines"},
+	} {
+		wantError(t, call(t, ray, ep.method, s.URL()+"/api/v1/jobs/abc"+ep.path, ""), http.StatusForbidden, dag.KindPermissionDenied, "role raylet", ep.what)
+	}
 	wantError(t, call(t, client(t, p.alice), "GET", s.URL()+"/debug/pprof/", ""), http.StatusForbidden, dag.KindPermissionDenied, "profiles")
 	if r := call(t, client(t, p.admin), "GET", s.URL()+"/debug/pprof/", ""); r.status != 200 || !strings.Contains(string(r.body), "goroutine") {
 		t.Fatalf("pprof index for an admin: %d", r.status)
