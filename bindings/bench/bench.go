@@ -54,12 +54,13 @@ func Chain(n int64) Graph {
 	}}
 }
 
-// noopOp is a source of 1-element int64 chunks holding their index.
-type noopOp struct{}
+// Units tiles a 1-d int64 tensor into chunks of one element, chunk i at
+// index i: the source of the benchmark jobs. An op embeds it for its Tile
+// and Estimate, and adds its Name and Exec.
+type Units struct{}
 
-func (noopOp) Name() string { return noopName }
-
-func (noopOp) Tile(tc *dag.TileContext) error {
+// Tile (dag.Tiler) lays out the node's one dimension a chunk per element.
+func (Units) Tile(tc *dag.TileContext) error {
 	n := tc.Tileable()
 	if len(n.Shape) != 1 {
 		return tc.Errorf("wants a 1-d shape, has %v", n.Shape)
@@ -85,13 +86,18 @@ func (noopOp) Tile(tc *dag.TileContext) error {
 }
 
 // Estimate (dag.Estimator): one chunk per element.
-func (noopOp) Estimate(ec *dag.EstimateContext) error {
+func (Units) Estimate(ec *dag.EstimateContext) error {
 	if s := ec.Out.Splits; len(s) == 1 {
 		s[0] = max(ec.Out.Shape[0], 1)
 	}
 	ec.Chunks = ec.Out.Chunks()
 	return nil
 }
+
+// noopOp is a source of 1-element int64 chunks holding their index.
+type noopOp struct{ Units }
+
+func (noopOp) Name() string { return noopName }
 
 func (noopOp) Exec(kc *dag.KernelCall) error {
 	out, err := kc.Output(0, dag.Meta{DType: dag.Int64, Shape: kc.Shape}, 8)

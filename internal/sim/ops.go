@@ -54,40 +54,9 @@ func jobGraph(steps int64, a stepArgs) graph {
 }
 
 // stepOp is a source of 1-element chunks: chunk i holds stepValue(i).
-type stepOp struct{}
+type stepOp struct{ bench.Units }
 
 func (stepOp) Name() string { return stepName }
-
-func (stepOp) Tile(tc *dag.TileContext) error {
-	n := tc.Tileable()
-	if len(n.Shape) != 1 {
-		return tc.Errorf("wants a 1-d shape, has %v", n.Shape)
-	}
-	if err := tc.Reserve(n.Shape[0]); err != nil {
-		return err
-	}
-	args := tc.NodeArgs()
-	grid := &dag.Grid{NSplits: [][]int64{make([]int64, n.Shape[0])}, Chunks: make([]int32, n.Shape[0])}
-	for i := range n.Shape[0] {
-		grid.NSplits[0][i] = 1
-		c, err := tc.AddChunk(n.Op, args, dag.Int64, nil, []int32{int32(i)}, []int64{1})
-		if err != nil {
-			return err
-		}
-		grid.Chunks[i] = c
-	}
-	tc.SetGrid(grid)
-	return nil
-}
-
-// Estimate (dag.Estimator): one chunk per element.
-func (stepOp) Estimate(ec *dag.EstimateContext) error {
-	if s := ec.Out.Splits; len(s) == 1 {
-		s[0] = max(ec.Out.Shape[0], 1)
-	}
-	ec.Chunks = ec.Out.Chunks()
-	return nil
-}
 
 func (stepOp) Exec(kc *dag.KernelCall) error {
 	var a stepArgs
