@@ -61,6 +61,8 @@ func newBenchCmd() *cobra.Command {
 	warmup := fs.Int("warmup", 0, "runs of each benchmark before the measured one, on the same cluster: a cluster in service has run jobs before, and a fresh one's first job also pays for memory it touches for the first time (the first run's rate is reported as cold_per_sec)")
 	simWarmup := fs.Int("sim-warmup", 1, "runs of each --sim-raylets job before the measured one, as a head in service has run jobs before (0: measure a fresh process's first job; the warm-up's rate is reported as cold_per_sec)")
 	simRuns := fs.Int("sim-runs", 3, "measured runs of each --sim-raylets job after the warm-up: the fastest is reported (on a shared machine other work only slows a run down), each one's rate beside it")
+	simBaseline := fs.Int("sim-baseline", 0, "also run the --sim-raylets jobs on this many simulated raylets, alternating with --sim-raylets, and report the rate at --sim-raylets as a ratio of the rate at this many, pair by pair (issue 17 asks 1,000 against 10)")
+	simPairs := fs.Int("sim-pairs", 3, "with --sim-baseline: how many pairs of runs, the two sizes' order alternating from pair to pair")
 	var simJobBudget int64
 	fs.Var(byteSize{&simJobBudget}, "sim-job-budget", "the --sim-raylets heads' per-job memory budget, e.g. 12GiB (default: the head's, a quarter of the machine's memory)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -127,6 +129,14 @@ func newBenchCmd() *cobra.Command {
 				return usagef("--sim-warmup %d: give 0 (measure a fresh process's first job) or more", *simWarmup)
 			case *simRuns < 1:
 				return usagef("--sim-runs %d: measure each job at least once (1; 3 by default)", *simRuns)
+			case *simBaseline < 0 || *simBaseline == *simRaylets:
+				return usagef("--sim-baseline %d: give another number of raylets to compare --sim-raylets %d with, such as 10", *simBaseline, *simRaylets)
+			case fs.Changed("sim-pairs") && *simBaseline == 0:
+				return usagef("--sim-pairs goes with --sim-baseline: the pairs are of --sim-raylets and --sim-baseline")
+			case *simBaseline > 0 && *simPairs < 1:
+				return usagef("--sim-pairs %d: run at least one pair", *simPairs)
+			case *simBaseline > 0 && (simProfile != "" || simHeap != ""):
+				return usagef("--cpuprofile and --memprofile take one size of cluster at a time; leave out --sim-baseline to profile")
 			}
 			b := simBench{raylets: *simRaylets, slots: *simSlots, heads: *heads, jobBudget: simJobBudget, n: size(1_000_000), warmup: *simWarmup, runs: *simRuns, json: *asJSON, log: log, profile: simProfile, heapProfile: simHeap}
 			for _, j := range []string{"independent", "seed"} {
@@ -137,7 +147,13 @@ func newBenchCmd() *cobra.Command {
 			if len(b.jobs) == 0 {
 				return usagef("--sim-raylets runs independent and seed; --only named neither")
 			}
+			if *simBaseline > 0 {
+				return runSimPairs(ctx, b, *simBaseline, *simPairs)
+			}
 			return runSimBench(ctx, b)
+		}
+		if fs.Changed("sim-baseline") || fs.Changed("sim-pairs") {
+			return usagef("--sim-baseline and --sim-pairs go with --sim-raylets")
 		}
 
 		measure := func(c *phobos.Client, name string, n int64, g phobos.Graph, opts ...phobos.JobOptions) (benchResult, error) {

@@ -83,3 +83,68 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 		t.Fatalf("--sim-raylets with --warmup: %v, want a usage error (exit 2) pointing to --sim-warmup", err)
 	}
 }
+
+// TestCLISimRayletsPairs runs phobos bench --sim-raylets 3 --sim-baseline
+// 2 on a tiny job: two pairs, the sizes' order alternating, a result line
+// per run, then the job's ratios, each the pair's rate at 3 raylets over
+// its rate at 2, and their median. Flags that cannot go together are
+// usage errors.
+func TestCLISimRayletsPairs(t *testing.T) {
+	bin := buildPhobos(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"bench", "--sim-raylets", "3", "--sim-baseline", "2", "--sim-pairs", "2", "--sim-slots", "2", "--scale", "0.001",
+		"--only", "independent", "--sim-warmup", "0", "--sim-runs", "1", "--json"}
+	out, err := exec.CommandContext(ctx, bin, args...).Output()
+	if err != nil {
+		t.Fatalf("phobos %s: %v", strings.Join(args, " "), err)
+	}
+	type line struct {
+		Name       string
+		Job        string
+		SimRaylets int     `json:"sim_raylets"`
+		PerSec     float64 `json:"per_sec"`
+		Baseline   int     `json:"baseline_raylets"`
+		Ratios     []float64
+		Median     float64 `json:"median_ratio"`
+	}
+	var lines []line
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var x line
+		if err := json.Unmarshal([]byte(l), &x); err != nil {
+			t.Fatalf("output line %q: %v", l, err)
+		}
+		lines = append(lines, x)
+	}
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want 4 runs and a ratio:\n%s", len(lines), out)
+	}
+	var sizes []int
+	for _, x := range lines[:4] {
+		if x.Name != "sim_raylets" || x.Job != "independent" || x.PerSec <= 0 {
+			t.Fatalf("implausible run %+v", x)
+		}
+		sizes = append(sizes, x.SimRaylets)
+	}
+	if !slices.Equal(sizes, []int{2, 3, 3, 2}) {
+		t.Fatalf("runs at %v raylets, want [2 3 3 2]: a pair each, the order alternating", sizes)
+	}
+	r := lines[4]
+	want := []float64{lines[1].PerSec / lines[0].PerSec, lines[2].PerSec / lines[3].PerSec}
+	if r.Name != "sim_ratio" || r.Job != "independent" || r.SimRaylets != 3 || r.Baseline != 2 || !slices.Equal(r.Ratios, want) || r.Median != (want[0]+want[1])/2 {
+		t.Fatalf("ratio line %+v, want ratios %v and their median", r, want)
+	}
+	var ee *exec.ExitError
+	for _, bad := range [][]string{
+		{"--sim-raylets", "3", "--sim-pairs", "2"},
+		{"--sim-raylets", "3", "--sim-baseline", "3"},
+		{"--sim-raylets", "3", "--sim-baseline", "2", "--sim-pairs", "0"},
+		{"--sim-raylets", "3", "--sim-baseline", "2", "--cpuprofile", filepath.Join(t.TempDir(), "p")},
+		{"--sim-baseline", "2"},
+	} {
+		err := exec.CommandContext(ctx, bin, append([]string{"bench"}, bad...)...).Run()
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Fatalf("%v: %v, want a usage error (exit 2)", bad, err)
+		}
+	}
+}
