@@ -17,7 +17,9 @@ func writeReference(w io.Writer) {
 		if c.Hidden || c.Name() == "help" {
 			return
 		}
-		if c.HasParent() && c.Runnable() && !isGroup(c) {
+		// A command with subcommands is listed when it has flags of its
+		// own (bench, raylet), not when it only groups others (raft, tls).
+		if c.HasParent() && c.Runnable() && (!c.HasSubCommands() || c.LocalFlags().HasAvailableFlags()) {
 			fmt.Fprintf(w, "### %s\n\n%s.\n\n", c.CommandPath(), strings.TrimSuffix(c.Short, "."))
 			fmt.Fprintf(w, "```\n%s\n", c.UseLine())
 			if fl := c.LocalFlags(); fl.HasAvailableFlags() {
@@ -31,6 +33,3 @@ func writeReference(w io.Writer) {
 	}
 	walk(newRoot())
 }
-
-// isGroup reports whether c only holds subcommands (raft, tls).
-func isGroup(c *cobra.Command) bool { return c.HasSubCommands() }
