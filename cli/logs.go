@@ -2,47 +2,45 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/phobos-project/phobos"
 	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/runtime/wire"
 )
 
-// runLogs prints the lines a job's subtasks logged (fn.Logger), oldest
-// first; with -f it follows them until the job ends.
-func runLogs(ctx context.Context, args []string) error {
-	fs := newFlagSet("logs", "--connect ADDR --tls-ca F --tls-cert F --tls-key F JOB [--subtask ID] [-f]")
+func newLogsCmd() *cobra.Command {
+	cmd, fs := newCommand("logs JOB", "print (or follow, -f) the lines a job's subtasks logged", exactArgs(1, "one job number (phobos jobs lists them)"))
 	var lf logFlags
 	lf.register(fs)
 	var cf connectFlags
 	cf.register(fs)
 	subtask := fs.String("subtask", "", "only this subtask's lines (its ID as phobos prints it)")
-	follow := fs.Bool("f", false, "follow: print lines as they come until the job ends")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	follow := fs.BoolP("follow", "f", false, "follow: print lines as they come until the job ends")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		task, err := parseTask(args[0])
+		if err != nil {
 			return err
 		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 1 {
-		return usagef("give exactly one job number")
-	}
-	task, err := parseTask(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	var sub dag.SubtaskID
-	if *subtask != "" {
-		if sub, err = dag.ParseSubtaskID(*subtask); err != nil {
-			return usagef("--subtask %q: %v", *subtask, err)
+		var sub dag.SubtaskID
+		if *subtask != "" {
+			if sub, err = dag.ParseSubtaskID(*subtask); err != nil {
+				return usagef("--subtask %q: %v", *subtask, err)
+			}
 		}
+		return printLogs(cmd.Context(), &lf, &cf, task, sub, *follow)
 	}
-	conn, err := cf.leaderConn(ctx, &lf)
+	return cmd
+}
+
+// printLogs prints the lines a job's subtasks logged (fn.Logger), oldest
+// first; following, it prints them as they come until the job ends.
+func printLogs(ctx context.Context, lf *logFlags, cf *connectFlags, task dag.TaskID, sub dag.SubtaskID, follow bool) error {
+	conn, err := cf.leaderConn(ctx, lf)
 	if err != nil {
 		return err
 	}
@@ -51,7 +49,7 @@ func runLogs(ctx context.Context, args []string) error {
 	for {
 		var page wire.LogPage
 		req := wire.JobLogs{Task: task, Subtask: sub, Cursor: cursor}
-		if *follow {
+		if follow {
 			req.Wait = 2 * time.Second
 		}
 		cctx, cancel := context.WithTimeout(ctx, cf.timeout)
@@ -73,7 +71,7 @@ func runLogs(ctx context.Context, args []string) error {
 		if len(page.Lines) > 0 {
 			continue
 		}
-		if !*follow {
+		if !follow {
 			return nil
 		}
 		var st wire.JobStatus
@@ -84,7 +82,7 @@ func runLogs(ctx context.Context, args []string) error {
 			return err
 		}
 		if st.Terminal() {
-			*follow = false // one more read takes the last lines
+			follow = false // one more read takes the last lines
 		}
 	}
 }

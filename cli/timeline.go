@@ -3,39 +3,39 @@ package cli
 import (
 	"bufio"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/phobos-project/phobos/dag"
 	"github.com/phobos-project/phobos/runtime/timeline"
 	"github.com/phobos-project/phobos/runtime/wire"
 )
 
-// runTimeline writes a job's timeline as a Chrome trace (open it in
-// Perfetto or chrome://tracing): one lane per raylet slot.
-func runTimeline(ctx context.Context, args []string) error {
-	fs := newFlagSet("timeline", "--connect ADDR --tls-ca F --tls-cert F --tls-key F JOB > trace.json")
+func newTimelineCmd() *cobra.Command {
+	cmd, fs := newCommand("timeline JOB", "write a job's timeline as a Chrome trace (Perfetto): one lane per raylet slot", exactArgs(1, "one job number (phobos jobs lists them)"))
 	var lf logFlags
 	lf.register(fs)
 	var cf connectFlags
 	cf.register(fs)
-	out := fs.String("o", "", "write the trace to this file instead of standard output")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	out := fs.StringP("output", "o", "", "write the trace to this file instead of standard output")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		task, err := parseTask(args[0])
+		if err != nil {
 			return err
 		}
-		return usageError{err.Error()}
+		return writeTimeline(cmd.Context(), &lf, &cf, task, *out)
 	}
-	if fs.NArg() != 1 {
-		return usagef("give exactly one job number")
-	}
-	task, err := parseTask(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	conn, err := cf.leaderConn(ctx, &lf)
+	return cmd
+}
+
+// writeTimeline writes a job's timeline as a Chrome trace (open it in
+// Perfetto or chrome://tracing), one lane per raylet slot, to the file out
+// or, when out is "", to standard output.
+func writeTimeline(ctx context.Context, lf *logFlags, cf *connectFlags, task dag.TaskID, out string) error {
+	conn, err := cf.leaderConn(ctx, lf)
 	if err != nil {
 		return err
 	}
@@ -52,8 +52,8 @@ func runTimeline(ctx context.Context, args []string) error {
 			Raylet: e.Raylet, Ops: e.Ops, BytesRead: e.BytesRead, BytesWritten: e.BytesWritten, Fetch: e.Fetch}
 	}
 	f := os.Stdout
-	if *out != "" {
-		if f, err = os.Create(*out); err != nil {
+	if out != "" {
+		if f, err = os.Create(out); err != nil {
 			return err
 		}
 		defer f.Close()
@@ -65,7 +65,7 @@ func runTimeline(ctx context.Context, args []string) error {
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write the trace: %w", err)
 	}
-	if *out != "" {
+	if out != "" {
 		return f.Close()
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,21 @@ func TestUpServesHTTP(t *testing.T) {
 	lanes, spans := traceLanes(t, out)
 	if len(lanes) == 0 || len(lanes) > 4 || spans != 34 {
 		t.Errorf("trace has %d lanes and %d spans; want 1 to 4 lanes (2 raylets × 2 slots) and the job's 34 subtasks", len(lanes), spans)
+	}
+	// The short flags the docs give: -o writes the trace to a file; -f
+	// follows a job's logs until it ends (it has: they print, and the
+	// command returns).
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	if out, err := exec.CommandContext(ctx, bin, flat("timeline", "-o", trace, "--connect", info.Heads[0].Addr, info.auth("admin"), fmt.Sprint(job.ID))...).CombinedOutput(); err != nil {
+		t.Fatalf("phobos timeline -o: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(trace); err != nil {
+		t.Fatalf("phobos timeline -o wrote no file: %v", err)
+	} else if _, spans := traceLanes(t, b); spans != 34 {
+		t.Errorf("the trace phobos timeline -o wrote has %d spans; want 34", spans)
+	}
+	if out, err := exec.CommandContext(ctx, bin, flat("logs", "-f", "--connect", info.Heads[0].Addr, info.auth("admin"), fmt.Sprint(job.ID))...).CombinedOutput(); err != nil {
+		t.Fatalf("phobos logs -f of an ended job: %v\n%s", err, out)
 	}
 
 	out, err = exec.CommandContext(ctx, bin, flat("status", "--connect", info.Heads[0].Addr, info.auth("admin"))...).Output()
