@@ -40,7 +40,7 @@ type benchResult struct {
 
 func newBenchCmd() *cobra.Command {
 	cmd, fs := newCommand("bench", "measure subtask throughput on an embedded or running cluster; bench taskbench: Task Bench's METG", nil)
-	cmd.AddCommand(legacy("taskbench", "run Task Bench's patterns and report METG at 50% efficiency (see docs/operations.md)", runTaskBench)())
+	cmd.AddCommand(newTaskBenchCmd())
 	var lf logFlags
 	lf.register(fs)
 	var clf clusterFlags

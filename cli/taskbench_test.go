@@ -82,7 +82,9 @@ func TestCLITaskBenchRefusesBadFlags(t *testing.T) {
 		{"--output", "4"},
 		{"--passes", "0"},
 	} {
-		err := runTaskBench(context.Background(), args)
+		cmd := newTaskBenchCmd()
+		cmd.SetArgs(args)
+		err := cmd.ExecuteContext(context.Background())
 		var ue usageError
 		if !errors.As(err, &ue) {
 			t.Errorf("%v: err = %v, want a usage error", args, err)
