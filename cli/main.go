@@ -15,10 +15,7 @@
 //		return cmd
 //	}
 //
-// in its own file and add newFooCmd to the commands list below. A command
-// written for the old table (func(ctx, args) error parsing its own flags
-// with newFlagSet and parse) can be listed as legacy("foo", "summary",
-// runFoo) until it is converted.
+// in its own file and add newFooCmd to the commands list below.
 //
 // A program that registers its own Go functions (package bindings/fn)
 // calls Main too, so that it can run as a raylet (or a head) of a cluster
@@ -277,23 +274,6 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 // flagError makes a flag parsing error a usage error.
 func flagError(_ *cobra.Command, err error) error { return usageError{err.Error()} }
 
-// legacy wraps a command written for the old command table: run parses
-// its own flags (newFlagSet and parse), so cobra passes it every argument.
-// Convert such commands to newCommand; this only keeps them running.
-func legacy(name, summary string, run func(ctx context.Context, args []string) error) func() *cobra.Command {
-	return func() *cobra.Command {
-		cmd := &cobra.Command{Use: name, Short: summary, DisableFlagParsing: true, SilenceErrors: true, SilenceUsage: true}
-		cmd.RunE = func(cmd *cobra.Command, args []string) error {
-			err := run(cmd.Context(), args)
-			if errors.Is(err, pflag.ErrHelp) {
-				return nil
-			}
-			return err
-		}
-		return cmd
-	}
-}
-
 // usageError is a mistake in the command line (exit status 2).
 type usageError struct{ msg string }
 
@@ -325,32 +305,4 @@ func (l *logFlags) logger() (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, usagef("--log-format %q: want text or json", l.format)
-}
-
-// newFlagSet is the flag set of a legacy command (see legacy): -h prints
-// its usage to stdout.
-func newFlagSet(name, args string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("phobos "+name, pflag.ContinueOnError)
-	fs.SetOutput(os.Stdout)
-	fs.SortFlags = false
-	fs.Usage = func() {
-		fmt.Fprintf(os.Stdout, "usage: phobos %s %s\n\nflags:\n", name, args)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses a legacy command's flags (before or after arguments) and
-// refuses stray arguments.
-func parse(fs *pflag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/phobos-project/phobos"
 	"github.com/phobos-project/phobos/dag"
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -314,39 +313,5 @@ func TestProgressLine(t *testing.T) {
 	}
 	if got := progressLine(7, phobos.Progress{Status: dag.JobSubmitted}, 0, 4); !strings.Contains(got, "[----] 0/0") {
 		t.Fatalf("progressLine before lowering = %q", got)
-	}
-}
-
-// A command written for the old table keeps working through legacy: its
-// flags parse before or after arguments, -h is help on stdout, exit 0.
-func TestLegacyCommand(t *testing.T) {
-	var got string
-	runOld := func(_ context.Context, args []string) error {
-		fs := newFlagSet("old", "[--name N]")
-		name := fs.String("name", "x", "a name")
-		if err := parse(fs, args); err != nil {
-			return err
-		}
-		got = *name
-		return nil
-	}
-	saved := commands
-	t.Cleanup(func() { commands = saved })
-	commands = append(append([]func() *cobra.Command(nil), saved...), legacy("old", "an old-style command", runOld))
-	if !IsCommand("old") {
-		t.Fatal("IsCommand(old) = false")
-	}
-	if code, _, errs := runIn(t, "old", "--name", "y"); code != 0 || got != "y" {
-		t.Fatalf("old --name y: exit %d, name %q, stderr %q", code, got, errs)
-	}
-	if code, _, errs := runIn(t, "old", "stray"); code != 2 || !strings.Contains(errs, `unexpected argument "stray"`) {
-		t.Fatalf("old stray: exit %d, stderr %q", code, errs)
-	}
-	if code, _, errs := runIn(t, "old", "--nope"); code != 2 || !strings.Contains(errs, "--nope") {
-		t.Fatalf("old --nope: exit %d, stderr %q", code, errs)
-	}
-	code, out, _ := runIn(t, "help")
-	if code != 0 || !strings.Contains(out, "an old-style command") {
-		t.Fatalf("help does not list the legacy command: %q", out)
 	}
 }
