@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,16 +70,20 @@ func TestCLISimRayletsWarmup(t *testing.T) {
 			t.Fatalf("%v: --memprofile wrote %d bytes (%v); want a gzipped profile in %s.independent", tc.flags, len(b), err, heap)
 		}
 	}
-	var ee *exec.ExitError
-	for _, bad := range [][]string{{"--sim-warmup", "-1"}, {"--sim-runs", "0"}} {
-		err := exec.CommandContext(ctx, bin, append([]string{"bench", "--sim-raylets", "3"}, bad...)...).Run()
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-			t.Fatalf("%v: %v, want a usage error (exit 2)", bad, err)
-		}
-	}
-	err := exec.CommandContext(ctx, bin, "bench", "--sim-raylets", "3", "--warmup", "1").Run()
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("--sim-raylets with --warmup: %v, want a usage error (exit 2) pointing to --sim-warmup", err)
+	wantBenchUsage(t, "--sim-warmup", "--sim-raylets", "3", "--sim-warmup", "-1")
+	wantBenchUsage(t, "--sim-runs", "--sim-raylets", "3", "--sim-runs", "0")
+	wantBenchUsage(t, "--sim-warmup", "--sim-raylets", "3", "--warmup", "1") // the cluster benchmarks' flag: it points to --sim-warmup
+}
+
+// wantBenchUsage runs phobos bench with args (in this process: a usage
+// error comes before any cluster starts) and wants a usage error, exit
+// status 2, whose message names flag.
+func wantBenchUsage(t *testing.T, flag string, args ...string) {
+	t.Helper()
+	t.Setenv(envAddr, "") // no running cluster: --sim-raylets refuses --connect
+	code, _, errs := runIn(t, append([]string{"bench"}, args...)...)
+	if code != 2 || !strings.Contains(errs, flag) {
+		t.Errorf("phobos bench %s: exit %d, stderr %q; want a usage error (exit 2) naming %s", strings.Join(args, " "), code, errs, flag)
 	}
 }
 
@@ -134,17 +137,9 @@ func TestCLISimRayletsPairs(t *testing.T) {
 	if r.Name != "sim_ratio" || r.Job != "independent" || r.SimRaylets != 3 || r.Baseline != 2 || !slices.Equal(r.Ratios, want) || r.Median != (want[0]+want[1])/2 {
 		t.Fatalf("ratio line %+v, want ratios %v and their median", r, want)
 	}
-	var ee *exec.ExitError
-	for _, bad := range [][]string{
-		{"--sim-raylets", "3", "--sim-pairs", "2"},
-		{"--sim-raylets", "3", "--sim-baseline", "3"},
-		{"--sim-raylets", "3", "--sim-baseline", "2", "--sim-pairs", "0"},
-		{"--sim-raylets", "3", "--sim-baseline", "2", "--cpuprofile", filepath.Join(t.TempDir(), "p")},
-		{"--sim-baseline", "2"},
-	} {
-		err := exec.CommandContext(ctx, bin, append([]string{"bench"}, bad...)...).Run()
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-			t.Fatalf("%v: %v, want a usage error (exit 2)", bad, err)
-		}
-	}
+	wantBenchUsage(t, "--sim-pairs", "--sim-raylets", "3", "--sim-pairs", "2")
+	wantBenchUsage(t, "--sim-baseline", "--sim-raylets", "3", "--sim-baseline", "3")
+	wantBenchUsage(t, "--sim-pairs", "--sim-raylets", "3", "--sim-baseline", "2", "--sim-pairs", "0")
+	wantBenchUsage(t, "--cpuprofile", "--sim-raylets", "3", "--sim-baseline", "2", "--cpuprofile", filepath.Join(t.TempDir(), "p"))
+	wantBenchUsage(t, "--sim-baseline", "--sim-baseline", "2")
 }
