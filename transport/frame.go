@@ -412,6 +412,7 @@ func (h *heldBody) release() {
 	if !h.done {
 		h.done = true
 		putBody(h.pooled)
+		h.pooled = nil // the pool's now: a waiting handler's heldBody must not keep it alive
 		h.s.release(h.n, h.share)
 	}
 }

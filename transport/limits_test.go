@@ -3,8 +3,10 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,6 +310,75 @@ func TestReleasedBodiesLeaveTheBudget(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Calls waiting for their answers hold none of their requests' memory
+// once written: a pull waiting at the head for work kept its encoded
+// request until answered, a buffer for each raylet's pull. Each request
+// here is 2 MiB, past the largest buffer the pool keeps, so its buffer is
+// its own and only a reference to it keeps it alive: a finalizer on each
+// counts the ones let go while all the calls still wait.
+func TestWaitingCallsHoldNoRequest(t *testing.T) {
+	nets(t, testConfig, func(t *testing.T, mk func(string, *logRecorder) Config) {
+		scfg := mk("srv", nil)
+		scfg.MaxFrameSize = 4 << 20
+		h := &holdHandler{testHandler: newTestHandler()}
+		ts := startServer(t, scfg, h)
+		h.l = ts.l
+		ccfg := mk("cli", nil)
+		ccfg.MaxFrameSize = 4 << 20
+		c := dial(t, ts.addr(), ccfg, nil)
+		const calls = 8
+		var freed atomic.Int64
+		results := make(chan error, calls)
+		for range calls {
+			go func() { results <- c.Call(callCtx(t), mRelease, finalizedRequest{&freed}, nil) }()
+		}
+		for range calls {
+			<-h.started // each request written, read and released by its handler
+		}
+		waitUntil(t, "the waiting calls let go of their requests", func() bool {
+			runtime.GC()
+			return freed.Load() == calls
+		})
+		close(h.release)
+		for range calls {
+			if err := <-results; err != nil {
+				t.Errorf("a held call: %v", err)
+			}
+		}
+	})
+}
+
+// finalizedRequest encodes as a 2 MiB echoMsg into the caller's buffer and
+// sets a finalizer on that buffer that adds one to freed.
+type finalizedRequest struct{ freed *atomic.Int64 }
+
+func (r finalizedRequest) AppendCBOR(dst []byte) ([]byte, error) {
+	start := len(dst)
+	dst, err := encodedEcho{B: make([]byte, 2<<20)}.AppendCBOR(dst)
+	if err != nil {
+		return dst, err
+	}
+	if start != headerSize {
+		return dst, fmt.Errorf("the frame buffer holds %d bytes before the body, want the header's %d", start, headerSize)
+	}
+	runtime.SetFinalizer(&dst[:1][0], func(*byte) { r.freed.Add(1) }) // the start of the buffer's memory
+	return dst, nil
+}
+
+// A released body's bookkeeping lets go of its pooled buffer: a handler
+// that waits after Release must not keep the buffer alive once the pool
+// drops it.
+func TestReleasedBodyLetsGoOfItsBuffer(t *testing.T) {
+	ts := startServer(t, testConfig("srv", nil), newTestHandler())
+	s := dial(t, ts.addr(), testConfig("cli", nil), nil)
+	held := &heldBody{s: s, pooled: getBuf(0, 64<<10)} // n and share 0: nothing of the budgets
+	b := Body{raw: make([]byte, 1), held: held}
+	b.Release()
+	if held.pooled != nil {
+		t.Error("a released body's heldBody still points at its pooled buffer")
+	}
 }
 
 // A dozen max-size requests on a dozen sessions: the listener holds at

@@ -328,11 +328,12 @@ func (s *Session) Call(ctx context.Context, m Method, req, resp any) error {
 		return ctxError(ctx, "%s to %q", m, s.remoteID)
 	}
 	b := getBuf(headerSize, sizeOf(req))
-	defer putBuf(b)
 	if err := encodeInto(b, req); err != nil {
+		putBuf(b)
 		return errorf(CodeInvalidArgument, "%s to %q: encoding request %T: %w", m, s.remoteID, req, err)
 	}
 	if err := s.checkSize(b, "request for", m); err != nil {
+		putBuf(b)
 		return err
 	}
 
@@ -344,12 +345,20 @@ func (s *Session) Call(ctx context.Context, m Method, req, resp any) error {
 		reason := s.err
 		s.pmu.Unlock()
 		s.putCall(c)
+		putBuf(b)
 		return s.closedErr(m, reason)
 	}
 	s.pending[id] = c
 	s.pmu.Unlock()
 
-	if err := s.writeFrame(b, header{typ: frameRequest, method: m, id: id}); err != nil {
+	err := s.writeFrame(b, header{typ: frameRequest, method: m, id: id})
+	// Written (or given up on), the request's buffer is the pool's again
+	// now, not once the answer comes: a call may wait long for it (a pull
+	// waits at the head for work), and while a thousand raylets' pulls
+	// waited, each held its buffer and the calls after them made theirs
+	// anew rather than taking a warm one from the pool.
+	putBuf(b)
+	if err != nil {
 		if !s.removePending(id) {
 			<-c.done // closeWith claimed it and sent the close error; drain
 		}
