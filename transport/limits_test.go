@@ -280,6 +280,34 @@ func TestSessionByteBudget(t *testing.T) {
 	})
 }
 
+// A peer that closes its connection while the session's read loop waits
+// for budget (its handlers hold it all) closes the session at this end
+// too: nothing else in the session is reading, and no goroutine waits
+// in every session for yamux to end.
+func TestPeerGoneWhileReadLoopWaits(t *testing.T) {
+	nets(t, testConfig, func(t *testing.T, mk func(string, *logRecorder) Config) {
+		ts, h := budgetServer(t, mk)
+		defer close(h.release)
+		c := dial(t, ts.addr(), mk("cli", nil), nil)
+		for range 4 {
+			go c.Call(callCtx(t), mBlock, bigCall, nil)
+		}
+		for range 2 {
+			<-h.started // the budget holds two; the read loop waits with the third
+		}
+		s := ts.nextSession(t)
+		c.Close()
+		select {
+		case <-s.Done():
+		case <-time.After(waitLimit):
+			t.Fatal("the session stayed open after its peer closed the connection")
+		}
+		if err := s.Err(); !errors.Is(err, kind(CodeUnavailable)) {
+			t.Fatalf("the session closed with %v, want unavailable", err)
+		}
+	})
+}
+
 // A dozen max-size requests on one session whose handlers release their
 // bodies once decoded and then wait: all of them run at once, since what
 // waits holds none of the session's or the listener's budget (a pull that

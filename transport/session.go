@@ -78,9 +78,12 @@ type Session struct {
 
 	ignorePeerMax atomic.Bool // test hook: send frames over the peer's cap
 
-	closeOnce  sync.Once
-	done       chan struct{}
-	acceptDone chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+
+	// The loop accepting the peer's bulk streams starts with the first
+	// of them (startAccepting).
+	acceptOnce sync.Once
 
 	// The keepalive's timer, and the bytes read as of its last check
 	// (one check runs at a time, each in a goroutine of its own).
@@ -113,7 +116,6 @@ func newSession(ys *yamux.Session, conn *coalesceConn, ctrl net.Conn, remote net
 		ctx:        ctx,
 		cancel:     cancel,
 		done:       make(chan struct{}),
-		acceptDone: make(chan struct{}),
 		budget:     newBudget(cfg.SessionBudget),
 		lbudget:    lbudget,
 	}
@@ -124,8 +126,24 @@ func newSession(ys *yamux.Session, conn *coalesceConn, ctrl net.Conn, remote net
 	s.keepTimer.Store(t)
 	t.Reset(s.cfg.KeepAliveInterval)
 	go s.readLoop()
-	go s.acceptLoop()
+	// Bulk streams are rare (raylets fetching objects from one another;
+	// none between a head and its raylets), so no goroutine waits for
+	// them in every session: the accept loop starts with the first one.
+	// With a thousand raylets the head kept a thousand such goroutines
+	// waiting, and each collection read their stacks.
+	if s.ys.OnIncoming(s.startAccepting) {
+		s.startAccepting()
+	}
+	// yamux going down on its own (the peer closing the connection, a
+	// reset) closes the session with yamux's reason, which the accept
+	// loop, when it waited in every session, was there to notice.
+	s.ys.OnShutdown(func() { s.closeWith(s.yamuxError(s.ys.ShutdownErr())) })
 	return s
+}
+
+// startAccepting starts the accept loop, once.
+func (s *Session) startAccepting() {
+	s.acceptOnce.Do(func() { go s.acceptLoop() })
 }
 
 // keepalive checks every KeepAliveInterval that the peer is alive. Any
@@ -524,24 +542,23 @@ func (s *Session) readLoop() {
 	}
 }
 
-// readError explains why the read loop stopped.
+// readError explains why the read loop stopped. If yamux itself is down,
+// its own reason (keepalive timeout, reset, the peer closing the
+// connection) is the session's, recorded first.
 func (s *Session) readError(err error, h header) error {
+	if s.ys.IsClosed() {
+		if yerr := s.ys.ShutdownErr(); yerr != nil {
+			s.closeWith(s.yamuxError(yerr))
+		}
+	}
 	switch {
 	case errors.Is(err, errBadFrameType):
 		return errorf(CodeInvalidArgument,
 			"peer %q (%s) sent a frame of unknown type %d (a corrupted stream or another protocol version); closing the session: %w",
 			s.remoteID, s.remoteAddr, h.typ, err)
 	case errors.Is(err, errNotServing):
-		// yamux went down while a frame waited for Serve; the accept loop
-		// records the precise reason first.
-		<-s.acceptDone
 		return errorf(CodeUnavailable, "session with %q (%s) ended before Serve was called: %w", s.remoteID, s.remoteAddr, err)
 	case err == io.EOF:
-		// Between frames. If yamux itself is down, the accept loop knows
-		// why more precisely (keepalive timeout, reset); let it say so.
-		if s.ys.IsClosed() {
-			<-s.acceptDone
-		}
 		return errorf(CodeUnavailable, "peer %q (%s) closed the session: %w", s.remoteID, s.remoteAddr, err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errorf(CodeUnavailable, "connection to %q (%s) was lost in the middle of a frame: %w", s.remoteID, s.remoteAddr, err)
@@ -749,7 +766,6 @@ func (s *Session) replyError(id uint64, m Method, code uint16, msg string) {
 
 // acceptLoop hands the peer's bulk streams to the handler.
 func (s *Session) acceptLoop() {
-	defer close(s.acceptDone)
 	for {
 		st, err := s.ys.AcceptStream()
 		if err != nil {

@@ -94,6 +94,12 @@ type Session struct {
 	shutdownCh      chan struct{}
 	shutdownLock    sync.Mutex
 	shutdownErrLock sync.Mutex
+
+	// phobos: incoming, when set, is called after each stream the peer
+	// opens is queued for AcceptStream (see OnIncoming); shut, in a
+	// goroutine of its own, once the session shuts down (OnShutdown).
+	incoming atomic.Pointer[func()]
+	shut     atomic.Pointer[func()]
 }
 
 // sendReady is used to either mark a stream as ready
@@ -149,6 +155,36 @@ func (s *Session) IsClosed() bool {
 	default:
 		return false
 	}
+}
+
+// OnIncoming has f called after each stream the peer opens is queued for
+// AcceptStream, on the receive loop with the stream lock held (f must
+// not block or call into the session), and reports whether a stream is
+// queued already. phobos: it lets a caller start accepting only once a
+// stream comes, rather than keep a goroutine waiting in AcceptStream in
+// every session.
+func (s *Session) OnIncoming(f func()) (queued bool) {
+	s.incoming.Store(&f)
+	return len(s.acceptCh) > 0
+}
+
+// OnShutdown has f called, in a goroutine of its own, once the session
+// shuts down (at once if it has). phobos: a caller learns of the end
+// without a goroutine waiting in AcceptStream or on CloseChan.
+func (s *Session) OnShutdown(f func()) {
+	s.shut.Store(&f)
+	if s.IsClosed() {
+		go f() // it may also run from Close: f must bear running twice
+	}
+}
+
+// ShutdownErr is why the session shut down: the error that ended it, or
+// ErrSessionShutdown after Close; nil while it runs. phobos: what
+// AcceptStream returns then, for a caller that runs no accept loop.
+func (s *Session) ShutdownErr() error {
+	s.shutdownErrLock.Lock()
+	defer s.shutdownErrLock.Unlock()
+	return s.shutdownErr
 }
 
 // CloseChan returns a read-only channel which is closed as
@@ -302,6 +338,9 @@ func (s *Session) Close() error {
 	s.shutdownErrLock.Unlock()
 
 	close(s.shutdownCh)
+	if f := s.shut.Load(); f != nil {
+		go (*f)()
+	}
 
 	s.conn.Close()
 	<-s.recvDoneCh
@@ -809,6 +848,9 @@ func (s *Session) incomingStream(id uint32) error {
 	// Check if we've exceeded the backlog
 	select {
 	case s.acceptCh <- stream:
+		if f := s.incoming.Load(); f != nil {
+			(*f)()
+		}
 		return nil
 	default:
 		// Backlog exceeded! RST the stream
