@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/phobos-project/phobos/dag"
@@ -239,45 +241,60 @@ func (c *Conn) session(ctx context.Context) (*transport.Session, error) {
 		}
 		c.sess = s
 		if c.cfg.CheckInterval > 0 {
-			go c.check(s, c.known[0]) // connect put the leader's address first
+			c.startChecks(s, c.known[0]) // connect put the leader's address first
 		}
 	}
 	c.mu.Unlock()
 	return s, err
 }
 
-// check asks the head of session s who leads, every CheckInterval, until s
-// ends; it drops s when the head does not answer in time or names another
-// leader, so that the next call finds the leader again.
-func (c *Conn) check(s *transport.Session, addr string) {
-	t := time.NewTicker(c.cfg.CheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.Done():
-			return
-		case <-c.done:
-			return
-		case <-t.C:
+// startChecks has the head of session s asked who leads every
+// CheckInterval until s ends or c closes (check). The checks run from a
+// timer, not a goroutine asleep between them: with a goroutine each, a
+// thousand raylets in one process (phobos bench --sim-raylets) were a
+// thousand more stacks for every collection to read.
+func (c *Conn) startChecks(s *transport.Session, addr string) {
+	// Armed only once stored: the first check reads the timer back.
+	var t atomic.Pointer[time.Timer]
+	t.Store(time.AfterFunc(time.Duration(math.MaxInt64), func() {
+		start := time.Now()
+		if c.check(s, addr) {
+			// Every CheckInterval from the last check's start, as a
+			// ticker would (at once if the check took longer).
+			t.Load().Reset(max(c.cfg.CheckInterval-time.Since(start), 0))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CheckTimeout)
-		ld, err := c.cfg.Check(ctx, s)
-		cancel()
-		switch {
-		case s.Err() != nil:
-			return
-		case err != nil:
-			c.log.Warn("head leader does not answer; looking for the leader again", "head", s.RemoteID(), "timeout", c.cfg.CheckTimeout, "err", err)
-			c.demote(addr) // ask the other heads first
-		case ld.ID != s.RemoteID():
-			c.log.Info("head is no longer the leader; looking for the leader again", "head", s.RemoteID(), "leader", ld.ID)
-			c.remember(ld.Addr)
-		default:
-			continue
-		}
-		c.drop(s)
-		return
+	}))
+	t.Load().Reset(c.cfg.CheckInterval)
+}
+
+// check asks the head of session s who leads and reports whether to ask
+// again; it drops s when the head does not answer in time or names
+// another leader, so that the next call finds the leader again.
+func (c *Conn) check(s *transport.Session, addr string) bool {
+	select {
+	case <-s.Done():
+		return false
+	case <-c.done:
+		return false
+	default:
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CheckTimeout)
+	ld, err := c.cfg.Check(ctx, s)
+	cancel()
+	switch {
+	case s.Err() != nil:
+		return false
+	case err != nil:
+		c.log.Warn("head leader does not answer; looking for the leader again", "head", s.RemoteID(), "timeout", c.cfg.CheckTimeout, "err", err)
+		c.demote(addr) // ask the other heads first
+	case ld.ID != s.RemoteID():
+		c.log.Info("head is no longer the leader; looking for the leader again", "head", s.RemoteID(), "leader", ld.ID)
+		c.remember(ld.Addr)
+	default:
+		return true
+	}
+	c.drop(s)
+	return false
 }
 
 // AskLeader asks the head of s who leads (MethodLeader): the check's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -168,5 +169,26 @@ func TestHeadsNormalised(t *testing.T) {
 	defer c.Close()
 	if want := []string{"a:1", "b:2"}; !slices.Equal(c.cfg.Heads, want) || !slices.Equal(c.known, want) {
 		t.Fatalf("heads %q, known %q; want %q", c.cfg.Heads, c.known, want)
+	}
+}
+
+// Between checks no goroutine of the Conn waits: the checks run from a
+// timer. (With a thousand raylets in one process, a goroutine each asleep
+// between checks was a thousand stacks for every collection to read.)
+func TestNoGoroutineBetweenChecks(t *testing.T) {
+	heads := startFakeHeads(t, "a")
+	c := New(Config{Heads: []string{heads["a"].addr},
+		Transport: transport.Config{Insecure: true, Token: testToken, NodeID: "raylet"}, CheckInterval: time.Hour})
+	defer c.Close()
+	waitLeader(t, c, "a")
+	// A goroutine just started may not show its function yet: look again
+	// after yielding, as an old-style checker would be parked by then.
+	buf := make([]byte, 1<<20)
+	for range 100 {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if strings.Contains(stacks, "leader.(*Conn).check") || strings.Contains(stacks, "leader.(*Conn).startChecks") {
+			t.Fatalf("a goroutine waits between checks:\n%s", stacks)
+		}
+		runtime.Gosched()
 	}
 }
