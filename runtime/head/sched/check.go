@@ -50,7 +50,7 @@ func (l *Leader) Check() error {
 	live := make([]int, len(s.raylets)) // live queue entries
 	for r, rv := range s.raylets {
 		rv.queue.entries(func(e entry) {
-			if e.valid(Raylet(r)) {
+			if s.valid(e, Raylet(r)) {
 				live[r]++
 			}
 		})

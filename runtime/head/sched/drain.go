@@ -47,8 +47,8 @@ func (s *scheduler) Drain(r Raylet) *schedEffects {
 	// it was built).
 	slices.SortFunc(q, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
 	for _, e := range q {
-		if e.valid(r) {
-			s.makeReady(e.j, e.i, NoRaylet)
+		if s.valid(e, r) {
+			s.makeReady(s.stageAt(e.slot), e.i, NoRaylet)
 		}
 	}
 	s.touch(r)

@@ -69,6 +69,10 @@ type scheduler struct {
 	order   []*stage                // the stages in jobs, in the order they were added
 	tasks   map[dag.TaskID][]*stage // a task's stages, in order
 	seq     uint64
+	// slots is the stage table queue entries name their stage by (nil
+	// where a released stage was); freeSlots lists those, to reuse.
+	slots     []*stage
+	freeSlots []int32
 	// held are objects raylets reported holding for stages not (yet)
 	// known: after a head failover, raylets register before jobs resume.
 	held map[StageKey][]heldAt
@@ -237,6 +241,7 @@ type parkedPull struct {
 type stage struct {
 	task       dag.TaskID
 	key        StageKey
+	slot       int32 // in the scheduler's stage table (entry.slot)
 	retries    int
 	noPipeline bool // the job asked for no pipelining
 	plan       *lowering.Plan
@@ -358,6 +363,7 @@ func (s *scheduler) AddJob(task dag.TaskID, plan *lowering.Plan, pol jobPolicy, 
 	for _, id := range plan.Keep {
 		keep(id)
 	}
+	j.slot = s.takeSlot(j)
 	s.jobs[key] = j
 	s.order = append(s.order, j)
 	s.tasks[task] = append(s.tasks[task], j)
@@ -447,7 +453,7 @@ func (s *scheduler) queueAssigned(j *stage, rayletOf []Raylet) bool {
 		j.where[i] = rayletOf[a]
 		s.seq++
 		j.qseq[i] = s.seq
-		next[a][0] = entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority}
+		next[a][0] = entry{slot: j.slot, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority}
 		next[a] = next[a][1:]
 	}
 	for _, a := range order {
@@ -474,7 +480,7 @@ func (s *scheduler) makeReady(j *stage, i int32, r Raylet) {
 	s.seq++
 	j.qseq[i] = s.seq
 	rv := s.raylets[r]
-	rv.queue.push(entry{j: j, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority})
+	rv.queue.push(entry{slot: j.slot, i: i, seq: s.seq, prio: j.sg.Subtasks[i].Priority})
 	s.touch(r)
 	s.wake(r)
 }
@@ -687,11 +693,12 @@ func (s *scheduler) pullMore(r Raylet, credits int, out []wire.SubtaskSpec) ([]w
 				break
 			}
 		}
-		if out, ok = s.dispatch(e.j, e.i, r, out); !ok {
+		j := s.stageAt(e.slot)
+		if out, ok = s.dispatch(j, e.i, r, out); !ok {
 			continue
 		}
 		credits--
-		credits, out = s.pipeline(e.j, e.i, r, credits, out)
+		credits, out = s.pipeline(j, e.i, r, credits, out)
 	}
 	full := credits == 0 || s.replyLeft <= 0
 	return out, full && (rv.queue.Len() > 0 || len(rv.frontier) > 0)
@@ -768,7 +775,7 @@ func (s *scheduler) pipeline(j *stage, i int32, r Raylet, credits int, out []wir
 			}
 			if credits == 0 || s.replyLeft <= 0 {
 				rv := s.raylets[r]
-				rv.frontier = append(rv.frontier, entry{j: j, i: p})
+				rv.frontier = append(rv.frontier, entry{slot: j.slot, i: p})
 				break
 			}
 			var ok bool
@@ -815,8 +822,8 @@ func (s *scheduler) pipelineFrontier(r Raylet, credits int, out []wire.SubtaskSp
 	k := 0
 	for ; k < len(rv.frontier) && credits > 0 && s.replyLeft > 0; k++ {
 		e := rv.frontier[k]
-		if e.j.state[e.i] == Running && e.j.where[e.i] == r {
-			credits, out = s.pipeline(e.j, e.i, r, credits, out)
+		if j := s.stageAt(e.slot); j.state[e.i] == Running && j.where[e.i] == r {
+			credits, out = s.pipeline(j, e.i, r, credits, out)
 		}
 	}
 	n := copy(rv.frontier, rv.frontier[k:]) // pipeline may have added to it
@@ -831,7 +838,7 @@ func (s *scheduler) pruneFrontier(r Raylet) {
 	rv := s.raylets[r]
 	f := rv.frontier[:0]
 	for _, e := range rv.frontier {
-		if e.j.state[e.i] == Running && e.j.where[e.i] == r {
+		if j := s.stageAt(e.slot); j.state[e.i] == Running && j.where[e.i] == r {
 			f = append(f, e)
 		}
 	}
@@ -859,7 +866,7 @@ func (s *scheduler) pop(r Raylet) (entry, bool) {
 	q := &s.raylets[r].queue
 	for q.Len() > 0 {
 		e := q.pop()
-		if e.valid(r) {
+		if s.valid(e, r) {
 			return e, true
 		}
 	}
@@ -885,15 +892,16 @@ func (s *scheduler) steal(thief Raylet) (entry, bool) {
 	}()
 	for q.Len() > 0 && n < len(skipped) {
 		e := q.pop()
-		if !e.valid(victim) {
+		if !s.valid(e, victim) {
 			continue
 		}
-		if slices.Contains(e.j.failedOn[e.i], thief) {
+		j := s.stageAt(e.slot)
+		if slices.Contains(j.failedOn[e.i], thief) {
 			skipped[n] = e // it failed on the thief: leave it where it was sent
 			n++
 			continue
 		}
-		if s.inputBytes(e.j, e.i) <= s.StealBytes {
+		if s.inputBytes(j, e.i) <= s.StealBytes {
 			return e, true
 		}
 		skipped[n] = e // too heavy to move: leave it and stop looking
@@ -1614,11 +1622,38 @@ func (s *scheduler) Release(task dag.TaskID) (*schedEffects, bool) {
 	for _, j := range js {
 		s.releaseAll(j)
 		delete(s.jobs, j.key)
+		s.dropSlot(j)
 	}
 	s.order = slices.DeleteFunc(s.order, func(j *stage) bool { return j.task == task })
 	delete(s.tasks, task)
 	s.dropBuffers()
 	return fx, true
+}
+
+// takeSlot puts j in the stage table and returns its slot.
+func (s *scheduler) takeSlot(j *stage) int32 {
+	if n := len(s.freeSlots); n > 0 {
+		k := s.freeSlots[n-1]
+		s.freeSlots = s.freeSlots[:n-1]
+		s.slots[k] = j
+		return k
+	}
+	s.slots = append(s.slots, j)
+	return int32(len(s.slots) - 1)
+}
+
+// dropSlot takes a released stage out of the stage table. Its queue
+// entries go stale by themselves (valid), but frontier entries carry no
+// sequence number, so those naming it go now, before a later stage takes
+// its slot.
+func (s *scheduler) dropSlot(j *stage) {
+	for _, rv := range s.raylets {
+		if len(rv.frontier) > 0 {
+			rv.frontier = slices.DeleteFunc(rv.frontier, func(e entry) bool { return e.slot == j.slot })
+		}
+	}
+	s.slots[j.slot] = nil
+	s.freeSlots = append(s.freeSlots, j.slot)
 }
 
 // Stopping reports whether a stage of the task still runs, or still has
@@ -2227,19 +2262,31 @@ func (s *scheduler) Sizes(ids []dag.ObjectID) []int64 {
 	return out
 }
 
-// entry is a queued READY subtask. The fields are ordered so that it
-// takes 32 bytes, not 40: a job queues one entry per subtask.
+// entry is a queued READY subtask: subtask i of the stage in slot of
+// the scheduler's stage table. The fields are ordered so that it takes 32
+// bytes, not 40: a job queues one entry per subtask. It holds no pointer,
+// so the collector does not read the queues: with a pointer to its stage
+// in every entry, each collection during a big job read every entry
+// queued (a million subtasks queued, 32 MB, in each collection).
 type entry struct {
-	j    *stage
 	seq  uint64
 	prio dag.Priority
+	slot int32
 	i    int32
 }
 
+// stageAt returns the stage in slot k of the stage table: nil once the
+// stage is released (a stale entry's slot may hold a later stage, which
+// the entry's sequence number tells apart: see valid).
+func (s *scheduler) stageAt(k int32) *stage { return s.slots[k] }
+
 // valid reports whether the entry still stands: it may have been moved,
-// cancelled or run since it was queued.
-func (e entry) valid(r Raylet) bool {
-	return e.j.state[e.i] == Ready && e.j.where[e.i] == r && e.j.qseq[e.i] == e.seq
+// cancelled or run since it was queued, or its stage released. Sequence
+// numbers are never reused, so an entry whose stage's slot went to a
+// later stage matches none of that stage's subtasks.
+func (s *scheduler) valid(e entry, r Raylet) bool {
+	j := s.slots[e.slot]
+	return j != nil && int(e.i) < len(j.state) && j.state[e.i] == Ready && j.where[e.i] == r && j.qseq[e.i] == e.seq
 }
 
 // PutKnown reports whether a put object is known: registered with this
