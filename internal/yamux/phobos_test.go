@@ -7,6 +7,7 @@ package yamux
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -518,5 +519,105 @@ func TestIdleSessionWritesDirectly(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("a write on an idle session allocated %v times; want none", n)
+	}
+}
+
+// heldConn takes every write, and its reads wait for release whether or
+// not it is closed: a session over it shuts down (Close) but cannot
+// finish closing until the test releases the conn, since Close waits for
+// the receive loop.
+type heldConn struct {
+	release chan struct{}
+}
+
+func (c *heldConn) Read([]byte) (int, error) {
+	<-c.release
+	return 0, io.EOF
+}
+func (c *heldConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *heldConn) Close() error                     { return nil }
+func (c *heldConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestShutdownEndsWaitingReadsAndWrites: a read waiting for data and a
+// write waiting for window return ErrSessionShutdown once their session
+// shuts down, without waiting for Close to finish (which closes their
+// streams). They used to go back to waiting on the shutdown channel,
+// already closed, and spin until the streams were closed: with a
+// thousand sessions closing at once, the spinning kept the receive loops
+// Close waits for from ending for tens of seconds.
+func TestShutdownEndsWaitingReadsAndWrites(t *testing.T) {
+	conn := &heldConn{release: make(chan struct{})}
+	client, err := Client(conn, testConf())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	defer func() {
+		close(conn.release)
+		<-closed
+	}()
+	reader, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		what string
+		err  error
+	}
+	results := make(chan result, 2)
+	go func() {
+		_, err := reader.Read(make([]byte, 16))
+		results <- result{"read", err}
+	}()
+	go func() {
+		// More than the initial window, which the peer never grows.
+		_, err := writer.Write(make([]byte, initialStreamWindow+1))
+		results <- result{"write", err}
+	}()
+	go func() {
+		client.Close()
+		close(closed)
+	}()
+	<-client.CloseChan()
+	for range 2 {
+		select {
+		case r := <-results:
+			if !errors.Is(r.err, ErrSessionShutdown) {
+				t.Errorf("%s on a shut-down session: %v, want %v", r.what, r.err, ErrSessionShutdown)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a read or write waited on after its session shut down (until its stream is closed, which Close does only once the receive loop ends)")
+		}
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close finished while the receive loop could not end: the test tests nothing")
+	default:
+	}
+}
+
+// TestShutdownStillDeliversWhatCame: bytes received before the session
+// shut down are read before the read reports the shutdown.
+func TestShutdownStillDeliversWhatCame(t *testing.T) {
+	client, server := testSessionPair(t, 256<<10)
+	out, in := testStreamPair(t, client, server)
+	if _, err := out.Write([]byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 10)
+	if _, err := io.ReadFull(in, got[:1]); err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	rest, err := io.ReadAll(in)
+	if string(got[:1])+string(rest) != "last words" {
+		t.Fatalf("read %q after the shutdown, want %q", string(got[:1])+string(rest), "last words")
+	}
+	if err != nil && !errors.Is(err, ErrSessionShutdown) {
+		t.Fatalf("after the bytes: %v", err)
 	}
 }

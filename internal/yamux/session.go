@@ -1,7 +1,8 @@
 // This file is hashicorp/yamux v0.1.2's, changed for phobos: the send loop
 // writes a body from the caller's memory (sendLoop), a caller on an idle
-// session writes its own frame (waitForSendErr), and io/ioutil gave way
-// to io. See PHOBOS.md here; like the rest of yamux it is under the Mozilla
+// session writes its own frame (waitForSendErr), hooks report incoming
+// streams and the shutdown (OnIncoming, OnShutdown), and io/ioutil gave
+// way to io. See PHOBOS.md here; like the rest of yamux it is under the Mozilla
 // Public License 2.0 (LICENSE).
 
 package yamux

@@ -1,5 +1,6 @@
 // This file is hashicorp/yamux v0.1.2's, changed for phobos: streams share
-// their receive buffers (recvBufs). See PHOBOS.md here; like
+// their receive buffers (recvBufs), and a read or write waiting on a
+// session that shut down returns (Read, write). See PHOBOS.md here; like
 // the rest of yamux it is under the Mozilla Public License 2.0 (LICENSE).
 
 package yamux
@@ -126,6 +127,17 @@ START:
 	s.recvLock.Lock()
 	if s.recvBuf == nil || s.recvBuf.Len() == 0 {
 		s.recvLock.Unlock()
+		// phobos: a session that shut down delivers nothing more. Its
+		// streams stay open until Close has waited for the receive loop
+		// to end, and until then a reader woken by shutdownCh came back
+		// here, found nothing, and went to wait on shutdownCh again,
+		// already closed: a reader spun until its stream was closed. A
+		// thousand sessions closing at once on two cores spun so many
+		// that the loops that would close them waited tens of seconds.
+		// What was received before the shutdown is still read first.
+		if s.session.IsClosed() {
+			return 0, ErrSessionShutdown
+		}
 		goto WAIT
 	}
 
@@ -204,6 +216,11 @@ START:
 	// If there is no data available, block
 	window := atomic.LoadUint32(&s.sendWindow)
 	if window == 0 {
+		// phobos: as in Read, a writer waiting for window on a session
+		// that shut down would spin until its stream was closed.
+		if s.session.IsClosed() {
+			return 0, ErrSessionShutdown
+		}
 		goto WAIT
 	}
 
