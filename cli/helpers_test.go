@@ -85,6 +85,12 @@ func startUp(t *testing.T, ctx context.Context, bin string, args ...string) *upP
 	t.Helper()
 	p := &upProc{stderr: new(bytes.Buffer)}
 	p.cmd = exec.CommandContext(ctx, bin, append([]string{"up", "--json"}, args...)...)
+	// ctx ending (a test's deferred cancel runs before its cleanups)
+	// interrupts phobos up too, rather than kill it: killed, it could not
+	// stop its raylets, which died with it and left their spill
+	// directories in the temp dir.
+	p.cmd.Cancel = func() error { return p.cmd.Process.Signal(os.Interrupt) }
+	p.cmd.WaitDelay = 15 * time.Second
 	p.cmd.Stderr = p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stdout, err := p.cmd.StdoutPipe()
